@@ -1,0 +1,1 @@
+"""Example app for the MQ Center Python SDK (see examples/README.md)."""

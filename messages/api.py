@@ -1,0 +1,259 @@
+"""REST doors for messages: parse, call one service, render. No rules live here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from messages import selectors, services, validation
+from messages.filters import MessageFilter
+from messages.serializers import (
+    AckRequestSerializer,
+    AckResponseSerializer,
+    BulkRequestSerializer,
+    BulkResponseSerializer,
+    ErrorSerializer,
+    ExtendRequestSerializer,
+    ExtendResponseSerializer,
+    JobSerializer,
+    MessageDetailSerializer,
+    MessageEditSerializer,
+    MessagePageSerializer,
+    ProduceRequestSerializer,
+    ProduceResponseSerializer,
+    PullRequestSerializer,
+    PullResponseSerializer,
+    ReleaseRequestSerializer,
+    StatsSerializer,
+    message_delivery,
+    message_full,
+    trace_event,
+)
+from mqcenter.auth import IsAdminToken
+from mqcenter.errors import InvalidRequest
+
+ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 409, 413, 429, 503)}
+
+
+class MessagesView(APIView):
+    """POST: produce (any token with a produce scope). GET: search (admin)."""
+
+    def get_permissions(self):  # type: ignore[no-untyped-def]
+        if self.request.method == "GET":
+            return [IsAdminToken()]
+        return super().get_permissions()
+
+    @extend_schema(
+        operation_id="messages_search",
+        parameters=[
+            OpenApiParameter(name, str, required=False)
+            for name in ("topic", "group", "status", "key", "id", "added_after", "added_before", "text", "cursor")
+        ]
+        + [OpenApiParameter("limit", int, required=False)],
+        responses={200: MessagePageSerializer, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        params = request.query_params.dict()
+        cursor = params.pop("cursor", None)
+        limit = _int_param(params.pop("limit", None), "limit", selectors.PAGE_SIZE)
+        page, next_cursor = selectors.messages_search(
+            principal=request.user, filter=MessageFilter.parse(params), cursor=cursor, limit=limit
+        )
+        return Response({"messages": [message_full(m) for m in page], "next_cursor": next_cursor})
+
+    @extend_schema(
+        operation_id="messages_produce",
+        request=ProduceRequestSerializer,
+        responses={201: ProduceResponseSerializer, **ERRORS},
+        description="Store a batch of messages; answers after they are committed.",
+    )
+    def post(self, request: Request) -> Response:
+        items = validation.produce_items(request.data)
+        results = services.messages_produce(principal=request.user, items=items)
+        return Response({"messages": [r.as_dict() for r in results]}, status=status.HTTP_201_CREATED)
+
+
+class PullView(APIView):
+    @extend_schema(
+        operation_id="pull",
+        request=PullRequestSerializer,
+        responses={200: PullResponseSerializer, **ERRORS},
+        description="Claim deliverable messages; long-polls up to wait_seconds for the first.",
+    )
+    def post(self, request: Request) -> Response:
+        args = validation.pull_request(request.data)
+        messages = services.messages_pull(principal=request.user, **args)
+        return Response({"messages": [message_delivery(m) for m in messages]})
+
+
+class AckView(APIView):
+    @extend_schema(operation_id="ack", request=AckRequestSerializer, responses={200: AckResponseSerializer, **ERRORS})
+    def post(self, request: Request) -> Response:
+        consumer, results = validation.ack_request(request.data)
+        outcomes = services.messages_ack(principal=request.user, consumer=consumer, results=results)
+        return Response({"results": outcomes})
+
+
+class ExtendView(APIView):
+    @extend_schema(
+        operation_id="extend", request=ExtendRequestSerializer, responses={200: ExtendResponseSerializer, **ERRORS}
+    )
+    def post(self, request: Request) -> Response:
+        args = validation.extend_request(request.data)
+        return Response({"results": services.messages_extend(principal=request.user, **args)})
+
+
+class ReleaseView(APIView):
+    @extend_schema(
+        operation_id="release", request=ReleaseRequestSerializer, responses={200: ExtendResponseSerializer, **ERRORS}
+    )
+    def post(self, request: Request) -> Response:
+        args = validation.release_request(request.data)
+        return Response({"results": services.messages_release(principal=request.user, **args)})
+
+
+class MessageDetailView(APIView):
+    permission_classes = [IsAdminToken]
+
+    @extend_schema(operation_id="message_detail", responses={200: MessageDetailSerializer, **ERRORS})
+    def get(self, request: Request, message_id: int) -> Response:
+        message, trace = selectors.message_detail(principal=request.user, message_id=message_id)
+        return Response({**message_full(message), "trace": [trace_event(e) for e in trace]})
+
+    @extend_schema(
+        operation_id="message_edit", request=MessageEditSerializer, responses={200: MessageDetailSerializer, **ERRORS}
+    )
+    def patch(self, request: Request, message_id: int) -> Response:
+        changes = _edit_changes(request.data)
+        services.message_edit(principal=request.user, message_id=message_id, changes=changes)
+        return self.get(request, message_id)
+
+    @extend_schema(operation_id="message_delete", responses={204: None, **ERRORS})
+    def delete(self, request: Request, message_id: int) -> Response:
+        services.message_get(principal=request.user, message_id=message_id)
+        services.messages_delete(principal=request.user, ids=[message_id])
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class RedriveView(APIView):
+    permission_classes = [IsAdminToken]
+    dead_only = True
+
+    @extend_schema(
+        operation_id="messages_redrive",
+        request=BulkRequestSerializer,
+        responses={200: BulkResponseSerializer, 202: BulkResponseSerializer, **ERRORS},
+        description="Dead letters back to NEW with retries reset; a job id for large filters.",
+    )
+    def post(self, request: Request) -> Response:
+        ids, flt = _bulk_target(request.data)
+        result = services.messages_requeue(principal=request.user, ids=ids, filter=flt, dead_only=self.dead_only)
+        return Response(result, status=status.HTTP_202_ACCEPTED if "job" in result else status.HTTP_200_OK)
+
+
+class RequeueView(RedriveView):
+    dead_only = False
+
+    @extend_schema(
+        operation_id="messages_requeue",
+        request=BulkRequestSerializer,
+        responses={200: BulkResponseSerializer, 202: BulkResponseSerializer, **ERRORS},
+        description="Any message that is not running back to NEW now (extension).",
+    )
+    def post(self, request: Request) -> Response:
+        return super().post(request)
+
+
+class BulkDeleteView(APIView):
+    permission_classes = [IsAdminToken]
+
+    @extend_schema(
+        operation_id="messages_delete",
+        request=BulkRequestSerializer,
+        responses={200: BulkResponseSerializer, 202: BulkResponseSerializer, **ERRORS},
+    )
+    def post(self, request: Request) -> Response:
+        ids, flt = _bulk_target(request.data)
+        result = services.messages_delete(principal=request.user, ids=ids, filter=flt)
+        return Response(result, status=status.HTTP_202_ACCEPTED if "job" in result else status.HTTP_200_OK)
+
+
+class JobView(APIView):
+    permission_classes = [IsAdminToken]
+
+    @extend_schema(operation_id="job_detail", responses={200: JobSerializer, **ERRORS})
+    def get(self, request: Request, job_id: int) -> Response:
+        job = services.bulk_job_get(principal=request.user, job_id=job_id)
+        return Response({
+            "id": job.id, "kind": job.kind, "state": job.state, "total": job.total,
+            "processed": job.processed, "error": job.error, "filter": job.filter,
+            "created_at": job.created_at, "finished_at": job.finished_at,
+        })
+
+
+class StatsView(APIView):
+    permission_classes = [IsAdminToken]
+
+    @extend_schema(
+        operation_id="stats",
+        parameters=[OpenApiParameter("topic", str, required=False)],
+        responses={200: StatsSerializer, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        topic = request.query_params.get("topic") or None
+        return Response({"stats": selectors.topic_stats(principal=request.user, topic=topic)})
+
+
+def _int_param(value: str | None, field: str, default: int) -> int:
+    if value in (None, ""):
+        return default
+    try:
+        return int(value)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise InvalidRequest(f"{field} must be an integer.", details={"field": field}) from exc
+
+
+def _edit_changes(body: Any) -> dict[str, Any]:
+    body = validation.body_object(body)
+    allowed = {"data", "status", "effect_time", "retry_remaining"}
+    unknown = body.keys() - allowed
+    if unknown:
+        field = sorted(unknown)[0]
+        raise InvalidRequest(f"{field} cannot be edited.", details={"field": field})
+    changes: dict[str, Any] = {}
+    if "data" in body:
+        try:
+            changes["data"] = services.data_text(body["data"])
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise InvalidRequest("data must be a JSON value.", details={"field": "data"}) from exc
+    if "status" in body:
+        if body["status"] not in ("NEW", "SUCCESS", "FAIL", "TIMEOUT"):
+            raise InvalidRequest("status must be NEW, SUCCESS, FAIL or TIMEOUT.", details={"field": "status"})
+        changes["status"] = body["status"]
+    if "effect_time" in body:
+        changes["effect_time"] = validation.moment(body["effect_time"], "effect_time")
+    if "retry_remaining" in body:
+        changes["retry_remaining"] = validation.integer(body["retry_remaining"], "retry_remaining", 0, 1000)
+    if not changes:
+        raise InvalidRequest("Nothing to change.", details={"field": ""})
+    return changes
+
+
+def _bulk_target(body: Any) -> tuple[list[int] | None, MessageFilter | None]:
+    body = validation.body_object(body)
+    unknown = body.keys() - {"ids", "filter"}
+    if unknown:
+        field = sorted(unknown)[0]
+        raise InvalidRequest(f"{field} is not a field of this request.", details={"field": field})
+    if ("ids" in body) == ("filter" in body):
+        raise InvalidRequest("Give either ids or filter.", details={"field": "ids"})
+    if "ids" in body:
+        return validation.ids_list(body["ids"]), None
+    if not isinstance(body["filter"], dict):
+        raise InvalidRequest("filter must be an object.", details={"field": "filter"})
+    return None, MessageFilter.parse(body["filter"], field_prefix="filter.")

@@ -1,0 +1,100 @@
+"""The message filter shared by search, redrive, delete and bulk jobs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Q, QuerySet
+from django.utils.dateparse import parse_datetime
+
+from messages.models import Message, Status
+from mqcenter.auth import Principal
+from mqcenter.errors import InvalidRequest
+from topics.models import Topic
+
+
+@dataclass(frozen=True)
+class MessageFilter:
+    topic: str | None = None
+    group: str | None = None
+    status: tuple[str, ...] = ()
+    key: str | None = None
+    id: int | None = None
+    added_after: datetime | None = None
+    added_before: datetime | None = None
+    text: str | None = None  # substring of the payload (scans: combine with other filters)
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any], *, field_prefix: str = "") -> MessageFilter:
+        """Build from query parameters or a JSON object; unknown keys are refused."""
+        known = {f.name for f in fields(cls)}
+        unknown = set(raw) - known - {"cursor", "limit"}
+        if unknown:
+            name = sorted(unknown)[0]
+            raise InvalidRequest(f"Unknown filter {name!r}.", details={"field": f"{field_prefix}{name}"})
+        values: dict[str, Any] = {}
+        for name in ("topic", "group", "key", "text"):
+            if raw.get(name) not in (None, ""):
+                values[name] = str(raw[name])
+        if raw.get("status") not in (None, ""):
+            statuses = raw["status"] if isinstance(raw["status"], list) else str(raw["status"]).split(",")
+            bad = [s for s in statuses if s not in Status.values]
+            if bad:
+                raise InvalidRequest(f"Unknown status {bad[0]!r}.", details={"field": f"{field_prefix}status"})
+            values["status"] = tuple(statuses)
+        if raw.get("id") not in (None, ""):
+            try:
+                values["id"] = int(raw["id"])
+            except (TypeError, ValueError) as exc:
+                raise InvalidRequest("id must be an integer.", details={"field": f"{field_prefix}id"}) from exc
+        for name in ("added_after", "added_before"):
+            if raw.get(name) not in (None, ""):
+                parsed = parse_datetime(str(raw[name])) if isinstance(raw[name], str) else None
+                if parsed is None or parsed.tzinfo is None:
+                    raise InvalidRequest(
+                        f"{name} must be an ISO 8601 datetime with offset.",
+                        details={"field": f"{field_prefix}{name}"},
+                    )
+                values[name] = parsed
+        return cls(**values)
+
+    def is_empty(self) -> bool:
+        return self == MessageFilter()
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value in (None, ()):
+                continue
+            out[f.name] = value.isoformat() if isinstance(value, datetime) else (list(value) if isinstance(value, tuple) else value)
+        return out
+
+    def queryset(self, principal: Principal) -> QuerySet[Message]:
+        """Messages matching the filter that the principal may see."""
+        rows = Message.objects.all()
+        if self.id is not None:
+            rows = rows.filter(id=self.id)
+        if self.topic:
+            rows = rows.filter(topic=self.topic)
+        if self.group:
+            rows = rows.filter(group_name=self.group)
+        if self.status:
+            rows = rows.filter(status__in=self.status)
+        if self.key:
+            rows = rows.filter(key=self.key)
+        if self.added_after:
+            rows = rows.filter(add_time__gte=self.added_after)
+        if self.added_before:
+            rows = rows.filter(add_time__lt=self.added_before)
+        if self.text:
+            rows = rows.filter(data__contains=self.text)
+        if principal.biz_ids is not None:
+            rows = rows.filter(topic__in=Topic.objects.filter(biz_id__in=principal.biz_ids).values("name"))
+        return rows
+
+
+def dead_letter_q() -> Q:
+    return Q(status__in=[Status.FAIL, Status.TIMEOUT])

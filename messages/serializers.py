@@ -1,0 +1,276 @@
+"""Message representations: the API.md shapes, and serializers describing them in OpenAPI.
+
+The hot path renders plain dicts (`message_delivery`, `message_full`); the serializer
+classes exist so `/api/schema/` documents exactly those shapes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rest_framework import serializers
+
+from messages.models import Message, MessageTrace, Status
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$"
+
+
+def message_delivery(message: Message) -> dict[str, Any]:
+    """A pulled message as a consumer receives it."""
+    return {
+        "id": message.id,
+        "topic": message.topic,
+        "group": message.group_name,
+        "data": json.loads(message.data),
+        "key": message.key,
+        "headers": message.headers or {},
+        "attempt": message.attempt,
+        "retry_remaining": message.retry_remaining,
+        "timeout_seconds": message.timeout_seconds,
+        "effect_time": message.effect_time,
+        "add_time": message.add_time,
+        "lease_expires_at": message.lease_expires_at,
+    }
+
+
+def message_full(message: Message) -> dict[str, Any]:
+    """A message as administration sees it."""
+    return {
+        "id": message.id,
+        "topic": message.topic,
+        "group": message.group_name,
+        "data": json.loads(message.data),
+        "key": message.key,
+        "headers": message.headers or {},
+        "status": message.status,
+        "effect_time": message.effect_time,
+        "retry_remaining": message.retry_remaining,
+        "attempt": message.attempt,
+        "timeout_seconds": message.timeout_seconds,
+        "dedup_key": message.dedup_key,
+        "lease_owner": message.lease_owner,
+        "lease_expires_at": message.lease_expires_at,
+        "last_log": message.last_log,
+        "add_time": message.add_time,
+        "update_time": message.update_time,
+    }
+
+
+def trace_event(event: MessageTrace) -> dict[str, Any]:
+    return {
+        "event": event.event,
+        "actor": event.actor,
+        "at": event.at,
+        "attempt": event.attempt,
+        "rank": event.rank,
+        "total": event.total,
+        "status": event.status_after,
+        "log": event.log,
+    }
+
+
+# --- OpenAPI descriptions ----------------------------------------------------------------
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    details = serializers.DictField()
+
+
+class ErrorSerializer(serializers.Serializer):
+    error = ErrorDetailSerializer()
+
+
+class ProduceMessageSerializer(serializers.Serializer):
+    topic = serializers.RegexField(NAME_PATTERN, max_length=200)
+    data = serializers.JSONField(help_text="Any JSON value; at most 256 KiB serialized.")
+    group = serializers.RegexField(NAME_PATTERN, max_length=200, required=False, allow_null=True)
+    key = serializers.CharField(max_length=128, required=False, allow_null=True)
+    headers = serializers.DictField(child=serializers.CharField(max_length=1024), required=False, allow_null=True)
+    delay_seconds = serializers.FloatField(min_value=0, max_value=365 * 86400, required=False, allow_null=True)
+    effect_time = serializers.DateTimeField(required=False, allow_null=True)
+    retry_count = serializers.IntegerField(min_value=0, max_value=1000, required=False, allow_null=True)
+    timeout_seconds = serializers.IntegerField(min_value=1, max_value=7 * 86400, required=False, allow_null=True)
+    dedup_key = serializers.CharField(max_length=200, required=False, allow_null=True)
+    broadcast = serializers.BooleanField(required=False, default=False)
+
+
+class ProduceRequestSerializer(serializers.Serializer):
+    messages = ProduceMessageSerializer(many=True)
+
+
+class ProducedSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    topic = serializers.CharField()
+    group = serializers.CharField()
+    status = serializers.CharField()
+    duplicate = serializers.BooleanField()
+
+
+class ProduceResponseSerializer(serializers.Serializer):
+    messages = ProducedSerializer(many=True)
+
+
+class PullRequestSerializer(serializers.Serializer):
+    topic = serializers.RegexField(NAME_PATTERN, max_length=200)
+    group = serializers.RegexField(NAME_PATTERN, max_length=200, required=False, default="default")
+    consumer = serializers.RegexField(r"^[A-Za-z0-9_.:@/\-]{1,200}$")
+    max_messages = serializers.IntegerField(min_value=1, max_value=500, required=False, default=1)
+    wait_seconds = serializers.FloatField(min_value=0, max_value=30, required=False, default=0)
+
+
+class DeliverySerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    topic = serializers.CharField()
+    group = serializers.CharField()
+    data = serializers.JSONField()
+    key = serializers.CharField(allow_null=True)
+    headers = serializers.DictField(child=serializers.CharField())
+    attempt = serializers.IntegerField()
+    retry_remaining = serializers.IntegerField()
+    timeout_seconds = serializers.IntegerField()
+    effect_time = serializers.DateTimeField()
+    add_time = serializers.DateTimeField()
+    lease_expires_at = serializers.DateTimeField()
+
+
+class PullResponseSerializer(serializers.Serializer):
+    messages = DeliverySerializer(many=True)
+
+
+class AckItemSerializer(serializers.Serializer):
+    id = serializers.IntegerField(min_value=1)
+    status = serializers.ChoiceField(choices=["SUCCESS", "FAIL"])
+    log = serializers.CharField(required=False, allow_blank=True, max_length=65536)
+    retry = serializers.BooleanField(
+        required=False, default=True, help_text="false: fail permanently, spend no retry (extension)."
+    )
+
+
+class AckRequestSerializer(serializers.Serializer):
+    consumer = serializers.RegexField(r"^[A-Za-z0-9_.:@/\-]{1,200}$")
+    results = AckItemSerializer(many=True)
+
+
+class AckOutcomeSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    outcome = serializers.ChoiceField(choices=["success", "retry_scheduled", "failed", "stale"])
+    effect_time = serializers.DateTimeField(required=False)
+
+
+class AckResponseSerializer(serializers.Serializer):
+    results = AckOutcomeSerializer(many=True)
+
+
+class ExtendRequestSerializer(serializers.Serializer):
+    consumer = serializers.RegexField(r"^[A-Za-z0-9_.:@/\-]{1,200}$")
+    ids = serializers.ListField(child=serializers.IntegerField(min_value=1), min_length=1, max_length=1000)
+    seconds = serializers.IntegerField(min_value=1, max_value=43200, required=False, default=60)
+
+
+class ExtendOutcomeSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    lease_expires_at = serializers.DateTimeField(required=False)
+    outcome = serializers.CharField(required=False)
+
+
+class ExtendResponseSerializer(serializers.Serializer):
+    results = ExtendOutcomeSerializer(many=True)
+
+
+class ReleaseRequestSerializer(serializers.Serializer):
+    consumer = serializers.RegexField(r"^[A-Za-z0-9_.:@/\-]{1,200}$")
+    ids = serializers.ListField(child=serializers.IntegerField(min_value=1), min_length=1, max_length=1000)
+
+
+class MessageSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    topic = serializers.CharField()
+    group = serializers.CharField()
+    data = serializers.JSONField()
+    key = serializers.CharField(allow_null=True)
+    headers = serializers.DictField(child=serializers.CharField())
+    status = serializers.ChoiceField(choices=Status.values)
+    effect_time = serializers.DateTimeField()
+    retry_remaining = serializers.IntegerField()
+    attempt = serializers.IntegerField()
+    timeout_seconds = serializers.IntegerField()
+    dedup_key = serializers.CharField(allow_null=True)
+    lease_owner = serializers.CharField(allow_null=True)
+    lease_expires_at = serializers.DateTimeField(allow_null=True)
+    last_log = serializers.CharField()
+    add_time = serializers.DateTimeField()
+    update_time = serializers.DateTimeField()
+
+
+class TraceEventSerializer(serializers.Serializer):
+    event = serializers.CharField()
+    actor = serializers.CharField()
+    at = serializers.DateTimeField()
+    attempt = serializers.IntegerField()
+    rank = serializers.IntegerField(allow_null=True)
+    total = serializers.IntegerField(allow_null=True)
+    status = serializers.CharField()
+    log = serializers.CharField()
+
+
+class MessageDetailSerializer(MessageSerializer):
+    trace = TraceEventSerializer(many=True)
+
+
+class MessagePageSerializer(serializers.Serializer):
+    messages = MessageSerializer(many=True)
+    next_cursor = serializers.CharField(allow_null=True)
+
+
+class MessageEditSerializer(serializers.Serializer):
+    data = serializers.JSONField(required=False)
+    status = serializers.ChoiceField(choices=["NEW", "SUCCESS", "FAIL", "TIMEOUT"], required=False)
+    effect_time = serializers.DateTimeField(required=False)
+    retry_remaining = serializers.IntegerField(min_value=0, max_value=1000, required=False)
+
+
+class MessageFilterSerializer(serializers.Serializer):
+    topic = serializers.CharField(required=False)
+    group = serializers.CharField(required=False)
+    status = serializers.ListField(child=serializers.ChoiceField(choices=Status.values), required=False)
+    key = serializers.CharField(required=False)
+    id = serializers.IntegerField(required=False)
+    added_after = serializers.DateTimeField(required=False)
+    added_before = serializers.DateTimeField(required=False)
+    text = serializers.CharField(required=False)
+
+
+class BulkRequestSerializer(serializers.Serializer):
+    ids = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False, max_length=10000)
+    filter = MessageFilterSerializer(required=False)
+
+
+class BulkResponseSerializer(serializers.Serializer):
+    count = serializers.IntegerField(required=False)
+    job = serializers.IntegerField(required=False)
+
+
+class JobSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.CharField()
+    state = serializers.CharField()
+    total = serializers.IntegerField()
+    processed = serializers.IntegerField()
+    error = serializers.CharField()
+    filter = serializers.DictField()
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class StatsEntrySerializer(serializers.Serializer):
+    topic = serializers.CharField()
+    group = serializers.CharField()
+    counts = serializers.DictField(child=serializers.IntegerField())
+    oldest_deliverable_age_seconds = serializers.FloatField(allow_null=True)
+
+
+class StatsSerializer(serializers.Serializer):
+    stats = StatsEntrySerializer(many=True)

@@ -1,0 +1,275 @@
+"""Delivery: claim messages for a consumer, long-poll for them, recover expired leases.
+
+Locking rules (MySQL/MariaDB at READ COMMITTED, PostgreSQL; SQLite serializes writers):
+- `queue` claims take rows with `SELECT ... FOR UPDATE SKIP LOCKED`: concurrent claimers
+  skip each other's rows instead of waiting, and never see the same row.
+- `serial` and `sharded` claims first lock their group's row in `topics_topicgroup`, so
+  the "who is first / which key is free" decision is made by one claimer at a time.
+- Every claim is one short transaction; nothing waits while holding a lock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import F, Min
+from django.utils import timezone
+
+from messages.models import Message, Status, TraceEvent
+from messages.services.retry import retry_delay_seconds
+from messages.services.trace import trace_row, trace_write
+from mqcenter.auth import Principal
+from registry.services import rank_cache
+from registry.wakeups import wakeup_hub
+from topics.models import DeliveryMode, Topic, TopicGroup
+from topics.services import group_ensure, topic_require_biz
+
+# A waiting pull keeps its database connection only while few pulls wait in this process;
+# beyond that it hands the connection back, so a thousand long-polls hold no connections.
+MAX_IDLE_CONNECTIONS = 16
+# How often this process sweeps a group's expired leases from the claim path.
+RECOVERY_INTERVAL_SECONDS = 1.0
+# Sharded claims look this many times further down the backlog for keys that are free.
+SHARD_LOOKAHEAD = 4
+
+
+def messages_pull(
+    *,
+    principal: Principal,
+    topic: str,
+    group: str,
+    consumer: str,
+    max_messages: int,
+    wait_seconds: float,
+) -> list[Message]:
+    """Claim up to `max_messages`, waiting up to `wait_seconds` for the first one.
+
+    Registers for wake-ups before each database check so a produce that commits between
+    the check and the wait is not missed; a short fallback poll covers lost wake-ups and
+    delayed messages coming due.
+    """
+    principal.require("consume", topic)
+    deadline = time.monotonic() + wait_seconds
+    hub = wakeup_hub()
+    with hub.waiter(topic, group) as wake:
+        while True:
+            wake.clear()
+            messages, next_due = messages_claim(
+                principal=principal, topic=topic, group=group, consumer=consumer,
+                max_messages=max_messages,
+            )
+            remaining = deadline - time.monotonic()
+            if messages or remaining <= 0:
+                return messages
+            timeout = min(remaining, hub.fallback_seconds())
+            if next_due is not None:
+                due_in = (next_due - timezone.now()).total_seconds()
+                timeout = max(0.0, min(timeout, due_in + 0.002))
+            if hub.waiting_count() > MAX_IDLE_CONNECTIONS and not connection.in_atomic_block:
+                connection.close()
+            wake.wait(timeout)
+
+
+def messages_claim(
+    *, principal: Principal, topic: str, group: str, consumer: str, max_messages: int
+) -> tuple[list[Message], datetime | None]:
+    """One claim attempt. Returns the leased messages and, when there are none, when the
+    next delayed message of the group comes due (None if unknown or nothing is delayed)."""
+    topic_group = (
+        TopicGroup.objects.select_related("topic").filter(topic__name=topic, name=group).first()
+    )
+    if topic_group is None:
+        topic_row = Topic.objects.filter(name=topic).first()
+        if topic_row is None:
+            return [], None  # consumers may start before anyone produced
+        topic_require_biz(principal, topic_row)
+        topic_group = group_ensure(topic=topic_row, name=group)
+        topic_group.topic = topic_row
+    topic_require_biz(principal, topic_group.topic)
+    if topic_group.topic.paused:
+        return [], None
+    _recover_group_leases(topic, group)
+
+    now = timezone.now()
+    rank, total = rank_cache.rank(consumer, topic, group)
+    if topic_group.mode == DeliveryMode.SERIAL:
+        claimed = _claim_serial(topic_group, consumer, now, rank, total)
+    elif topic_group.mode == DeliveryMode.SHARDED:
+        claimed = _claim_sharded(topic_group, consumer, max_messages, now, rank, total)
+    else:
+        claimed = _claim_queue(topic, group, consumer, max_messages, now, rank, total)
+    if claimed:
+        return claimed, None
+    return [], _next_due(topic, group, now)
+
+
+def _claim_queue(
+    topic: str, group: str, consumer: str, limit: int, now: datetime, rank: int | None, total: int | None
+) -> list[Message]:
+    with transaction.atomic():
+        rows = list(
+            Message.objects.select_for_update(skip_locked=True)
+            .filter(topic=topic, group_name=group, status=Status.NEW, effect_time__lte=now)
+            .order_by("effect_time", "id")[:limit]
+        )
+        claimed = _lease(rows, consumer, now)
+        _trace_pulled(claimed, consumer, now, rank, total)
+    return claimed
+
+
+def _claim_serial(
+    topic_group: TopicGroup, consumer: str, now: datetime, rank: int | None, total: int | None
+) -> list[Message]:
+    """The group's lowest-id unfinished message, once nothing of the group is running."""
+    scope = {"topic": topic_group.topic.name, "group_name": topic_group.name}
+    with transaction.atomic():
+        TopicGroup.objects.select_for_update().filter(pk=topic_group.pk).values_list("pk").first()
+        if Message.objects.filter(**scope, status=Status.RUNNING).exists():
+            return []
+        head = Message.objects.filter(**scope, status=Status.NEW).order_by("id").first()
+        if head is None or head.effect_time > now:
+            return []  # an earlier message waits for its retry: order beats throughput
+        claimed = _lease([head], consumer, now)
+        _trace_pulled(claimed, consumer, now, rank, total)
+    return claimed
+
+
+def _claim_sharded(
+    topic_group: TopicGroup, consumer: str, limit: int, now: datetime, rank: int | None, total: int | None
+) -> list[Message]:
+    """Deliverable messages whose key has nothing running and nothing earlier waiting."""
+    scope = {"topic": topic_group.topic.name, "group_name": topic_group.name}
+    with transaction.atomic():
+        TopicGroup.objects.select_for_update().filter(pk=topic_group.pk).values_list("pk").first()
+        candidates = list(
+            Message.objects.filter(**scope, status=Status.NEW, effect_time__lte=now)
+            .order_by("effect_time", "id")[: limit * SHARD_LOOKAHEAD]
+        )
+        keys = {m.key for m in candidates if m.key is not None}
+        busy = set(
+            Message.objects.filter(key__in=keys, **scope, status=Status.RUNNING).values_list("key", flat=True)
+        ) if keys else set()
+        heads = dict(
+            Message.objects.filter(key__in=keys, **scope, status=Status.NEW)
+            .values("key").annotate(head=Min("id")).values_list("key", "head")
+        ) if keys else {}
+        chosen: list[Message] = []
+        for message in candidates:
+            if message.key is not None:
+                if message.key in busy or heads.get(message.key) != message.id:
+                    continue
+                busy.add(message.key)
+            chosen.append(message)
+            if len(chosen) == limit:
+                break
+        claimed = _lease(chosen, consumer, now)
+        _trace_pulled(claimed, consumer, now, rank, total)
+    return claimed
+
+
+def _lease(rows: list[Message], consumer: str, now: datetime) -> list[Message]:
+    """Move locked NEW rows to RUNNING under `consumer`'s lease (call inside the claim's
+    transaction). The UPDATE is conditional on status=NEW: a row that changed since it was
+    read (only possible without row locks) is dropped from the result."""
+    by_timeout: dict[int, list[Message]] = defaultdict(list)
+    for row in rows:
+        by_timeout[row.timeout_seconds].append(row)
+    claimed: list[Message] = []
+    for timeout, group_rows in by_timeout.items():
+        expires = now + timedelta(seconds=timeout + settings.MQ_LEASE_GRACE_SECONDS)
+        ids = [row.id for row in group_rows]
+        updated = Message.objects.filter(id__in=ids, status=Status.NEW).update(
+            status=Status.RUNNING, lease_owner=consumer, lease_expires_at=expires,
+            attempt=F("attempt") + 1, update_time=now,
+        )
+        if updated != len(ids):  # another writer got some of them first
+            mine = set(
+                Message.objects.filter(
+                    id__in=ids, status=Status.RUNNING, lease_owner=consumer, lease_expires_at=expires
+                ).values_list("id", flat=True)
+            )
+            group_rows = [row for row in group_rows if row.id in mine]
+        for row in group_rows:
+            row.status, row.lease_owner, row.lease_expires_at = Status.RUNNING, consumer, expires
+            row.attempt += 1
+            row.update_time = now
+        claimed.extend(group_rows)
+    claimed.sort(key=lambda m: m.id)
+    return claimed
+
+
+def _trace_pulled(
+    claimed: list[Message], consumer: str, now: datetime, rank: int | None, total: int | None
+) -> None:
+    trace_write(
+        trace_row(m, TraceEvent.PULLED, at=now, actor=consumer, rank=rank, total=total) for m in claimed
+    )
+
+
+def _next_due(topic: str, group: str, now: datetime) -> datetime | None:
+    return (
+        Message.objects.filter(topic=topic, group_name=group, status=Status.NEW, effect_time__gt=now)
+        .order_by("effect_time")
+        .values_list("effect_time", flat=True)
+        .first()
+    )
+
+
+# --- lease recovery ----------------------------------------------------------------------
+
+_recovery_lock = threading.Lock()
+_last_recovery: dict[tuple[str, str], float] = {}
+
+
+def _recover_group_leases(topic: str, group: str) -> None:
+    """Recover this group's expired leases at most once a second per process, so expired
+    leases come back without any operator or maintenance worker."""
+    now = time.monotonic()
+    with _recovery_lock:
+        if now - _last_recovery.get((topic, group), 0.0) < RECOVERY_INTERVAL_SECONDS:
+            return
+        _last_recovery[(topic, group)] = now
+    leases_recover(topic=topic, group=group)
+
+
+def leases_recover(*, topic: str | None = None, group: str | None = None, limit: int = 500) -> int:
+    """Take back messages whose lease expired: NEW again after the retry policy's delay if
+    retries remain (one is spent), else TIMEOUT (a dead letter). Bounded and idempotent;
+    SKIP LOCKED lets several sweepers run at once. Returns how many were recovered."""
+    now = timezone.now()
+    with transaction.atomic():
+        rows = Message.objects.select_for_update(skip_locked=True).filter(
+            status=Status.RUNNING, lease_expires_at__lt=now
+        )
+        if topic is not None:
+            rows = rows.filter(topic=topic, group_name=group)
+        expired = list(rows.order_by("id")[:limit])
+        if not expired:
+            return 0
+        topics = {t.name: t for t in Topic.objects.filter(name__in={m.topic for m in expired})}
+        traces = []
+        for message in expired:
+            topic_row = topics.get(message.topic)
+            if message.retry_remaining > 0 and topic_row is not None:
+                message.status = Status.NEW
+                message.retry_remaining -= 1
+                message.effect_time = now + timedelta(seconds=retry_delay_seconds(topic_row, message.attempt))
+                log = f"lease of {message.lease_owner} expired; retry at {message.effect_time.isoformat()}"
+            else:
+                message.status = Status.TIMEOUT
+                log = f"lease of {message.lease_owner} expired; no retries left"
+            message.lease_expires_at = None
+            message.update_time = now
+            traces.append(trace_row(message, TraceEvent.LEASE_EXPIRED, at=now, actor="broker", log=log))
+        Message.objects.bulk_update(
+            expired, ["status", "retry_remaining", "effect_time", "lease_expires_at", "update_time"]
+        )
+        trace_write(traces)
+        pairs = {(m.topic, m.group_name) for m in expired if m.status == Status.NEW}
+        transaction.on_commit(lambda: wakeup_hub().publish(pairs))
+    return len(expired)

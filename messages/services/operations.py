@@ -1,0 +1,262 @@
+"""Operator actions on messages: edit, requeue / redrive, delete, and bulk jobs for big filters.
+
+Each action is audited (who, what, before/after) and traced on the message, in the same
+transaction as the change. Editing a RUNNING message takes its lease away, so the
+consumer's late ack is answered `stale`.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from messages.filters import MessageFilter
+from messages.models import BulkJob, Message, MessageTrace, Status, TraceEvent
+from messages.services.trace import trace_row, trace_write
+from mqcenter.audit import audit_record
+from mqcenter.auth import Principal
+from mqcenter.errors import InvalidRequest, NotFound
+from registry.wakeups import wakeup_hub
+from topics.models import Topic
+from topics.services import topic_require_biz
+
+EDITABLE_STATUSES = (Status.NEW, Status.SUCCESS, Status.FAIL, Status.TIMEOUT)
+BULK_BATCH = 500
+
+
+def message_get(*, principal: Principal, message_id: int, for_update: bool = False) -> Message:
+    rows = Message.objects.select_for_update() if for_update else Message.objects
+    message = rows.filter(id=message_id).first()
+    if message is None:
+        raise NotFound(f"Message {message_id} does not exist.", details={"id": message_id})
+    topic = Topic.objects.filter(name=message.topic).first()
+    if topic is not None:
+        topic_require_biz(principal, topic)
+    elif principal.biz_ids is not None:
+        raise NotFound(f"Message {message_id} does not exist.", details={"id": message_id})
+    return message
+
+
+def message_snapshot(message: Message) -> dict[str, Any]:
+    return {
+        "data": message.data,
+        "status": message.status,
+        "effect_time": message.effect_time.isoformat(),
+        "retry_remaining": message.retry_remaining,
+    }
+
+
+def message_edit(*, principal: Principal, message_id: int, changes: dict[str, Any]) -> Message:
+    """Change data (JSON text), status, effect_time or retry_remaining of one message."""
+    if "status" in changes and changes["status"] not in EDITABLE_STATUSES:
+        raise InvalidRequest(
+            f"status may be set to {', '.join(EDITABLE_STATUSES)}.", details={"field": "status"}
+        )
+    now = timezone.now()
+    with transaction.atomic():
+        message = message_get(principal=principal, message_id=message_id, for_update=True)
+        before = message_snapshot(message)
+        for field in ("data", "status", "effect_time", "retry_remaining"):
+            if field in changes:
+                setattr(message, field, changes[field])
+        if before["status"] == Status.RUNNING:
+            message.lease_expires_at = None  # the holder's ack will now be stale
+            if "status" not in changes:
+                message.status = Status.NEW
+        message.update_time = now
+        message.save()
+        after = message_snapshot(message)
+        changed = sorted(k for k in after if after[k] != before[k])
+        trace_write([trace_row(message, TraceEvent.EDITED, at=now, actor=principal.name,
+                               log="changed " + ", ".join(changed) if changed else "no change")])
+        audit_record(actor=principal.name, action="message.edit", target=message, before=before, after=after)
+        if message.status == Status.NEW:
+            pair = (message.topic, message.group_name)
+            transaction.on_commit(lambda: wakeup_hub().publish([pair]))
+    return message
+
+
+def messages_requeue(
+    *, principal: Principal, ids: list[int] | None = None, filter: MessageFilter | None = None,
+    dead_only: bool = True,
+) -> dict[str, Any]:
+    """Put messages back to NEW now with their topic's retries. `dead_only` (redrive) takes
+    only dead letters (FAIL/TIMEOUT); requeue also takes finished or waiting ones.
+    RUNNING messages are never taken from their consumer.
+
+    A filter matching more than MQ_REDRIVE_SYNC_LIMIT messages becomes a background job.
+    """
+    kind = BulkJob.Kind.REDRIVE if dead_only else BulkJob.Kind.REQUEUE
+    statuses = [Status.FAIL, Status.TIMEOUT] if dead_only else [Status.NEW, Status.SUCCESS, Status.FAIL, Status.TIMEOUT]
+    rows = _target_rows(principal, ids, filter).filter(status__in=statuses)
+    if ids is None and _larger_than(rows, settings.MQ_REDRIVE_SYNC_LIMIT):
+        return {"job": bulk_job_create(principal=principal, kind=kind, filter=filter).id}
+    return {"count": _requeue_batch(principal, rows, kind)}
+
+
+def messages_delete(
+    *, principal: Principal, ids: list[int] | None = None, filter: MessageFilter | None = None
+) -> dict[str, Any]:
+    """Delete messages and their trace; a large filter becomes a background job."""
+    rows = _target_rows(principal, ids, filter)
+    if ids is None and _larger_than(rows, settings.MQ_REDRIVE_SYNC_LIMIT):
+        return {"job": bulk_job_create(principal=principal, kind=BulkJob.Kind.DELETE, filter=filter).id}
+    return {"count": _delete_batch(principal, rows)}
+
+
+def _target_rows(principal: Principal, ids: list[int] | None, filter: MessageFilter | None):  # type: ignore[no-untyped-def]
+    if (ids is None) == (filter is None):
+        raise InvalidRequest("Give either ids or filter.", details={"field": "ids"})
+    if ids is not None:
+        if len(ids) > settings.MQ_REDRIVE_SYNC_LIMIT:
+            raise InvalidRequest(f"At most {settings.MQ_REDRIVE_SYNC_LIMIT} ids.", details={"field": "ids"})
+        return MessageFilter().queryset(principal).filter(id__in=ids)
+    assert filter is not None
+    if filter.is_empty():
+        raise InvalidRequest("An empty filter would match every message; name at least one field.",
+                             details={"field": "filter"})
+    return filter.queryset(principal)
+
+
+def _larger_than(rows, limit: int) -> bool:  # type: ignore[no-untyped-def]
+    # Counts at most limit+1 rows: never a full COUNT(*) of the hot table.
+    return len(rows.order_by().values_list("id", flat=True)[: limit + 1]) > limit
+
+
+def _requeue_batch(principal: Principal, rows, kind: str) -> int:  # type: ignore[no-untyped-def]
+    now = timezone.now()
+    with transaction.atomic():
+        messages = list(rows.select_for_update().order_by("id"))
+        topics = {t.name: t for t in Topic.objects.filter(name__in={m.topic for m in messages})}
+        for message in messages:
+            topic = topics.get(message.topic)
+            message.status = Status.NEW
+            message.effect_time = now
+            message.retry_remaining = topic.retry_count if topic else 0
+            message.lease_expires_at = None
+            message.update_time = now
+        Message.objects.bulk_update(
+            messages, ["status", "effect_time", "retry_remaining", "lease_expires_at", "update_time"], batch_size=500
+        )
+        trace_write(trace_row(m, TraceEvent.REDRIVEN, at=now, actor=principal.name, log=kind) for m in messages)
+        if messages:
+            audit_record(actor=principal.name, action=f"message.{kind}", target="Message",
+                         after={"ids": [m.id for m in messages][:1000], "count": len(messages)})
+        pairs = {(m.topic, m.group_name) for m in messages}
+        transaction.on_commit(lambda: wakeup_hub().publish(pairs))
+    return len(messages)
+
+
+def _delete_batch(principal: Principal, rows) -> int:  # type: ignore[no-untyped-def]
+    with transaction.atomic():
+        ids = list(rows.select_for_update().order_by("id").values_list("id", flat=True))
+        for start in range(0, len(ids), 1000):
+            chunk = ids[start : start + 1000]
+            MessageTrace.objects.filter(message_id__in=chunk).delete()
+            Message.objects.filter(id__in=chunk).delete()
+        if ids:
+            audit_record(actor=principal.name, action="message.delete", target="Message",
+                         before={"ids": ids[:1000], "count": len(ids)})
+    return len(ids)
+
+
+# --- bulk jobs ---------------------------------------------------------------------------
+
+
+def bulk_job_create(*, principal: Principal, kind: str, filter: MessageFilter | None) -> BulkJob:
+    """Record a job and start it after commit (a Celery worker runs `bulk_job_run`)."""
+    from messages.tasks import bulk_job_task
+
+    assert filter is not None
+    with transaction.atomic():
+        job = BulkJob.objects.create(
+            kind=kind, filter=filter.as_json(), actor=principal.name,
+            biz_ids=sorted(principal.biz_ids) if principal.biz_ids is not None else None,
+        )
+        audit_record(actor=principal.name, action=f"bulk.{kind}", target=job, after=job.filter)
+        transaction.on_commit(lambda: bulk_job_task.delay(job.id))
+    return job
+
+
+def bulk_job_principal(job: BulkJob) -> Principal:
+    """The requester's reach, replayed: a job never touches more than its author could."""
+    biz = None if job.biz_ids is None else frozenset(job.biz_ids)
+    return Principal(name=job.actor, scopes=("admin",), biz_ids=biz)
+
+
+def bulk_job_run(*, job_id: int, max_batches: int | None = None) -> BulkJob:
+    """Work a job through in batches of BULK_BATCH rows, walking ids downwards.
+
+    Idempotent and safe on several workers: each batch re-selects with row locks, a
+    finished job does nothing, and the cursor only moves after a committed batch.
+    """
+    job = BulkJob.objects.get(id=job_id)
+    if job.state in (BulkJob.State.DONE, BulkJob.State.FAILED):
+        return job
+    principal = bulk_job_principal(job)
+    flt = MessageFilter.parse(job.filter)
+    if job.state == BulkJob.State.QUEUED:
+        base = flt.queryset(principal)
+        if job.kind != BulkJob.Kind.DELETE:
+            base = base.filter(status__in=_job_statuses(job.kind))
+        job.total = base.order_by().count()  # once, in the background, for the progress bar
+        job.state = BulkJob.State.RUNNING
+        job.save(update_fields=["total", "state"])
+    batches = 0
+    try:
+        while max_batches is None or batches < max_batches:
+            rows = flt.queryset(principal)
+            if job.kind != BulkJob.Kind.DELETE:
+                rows = rows.filter(status__in=_job_statuses(job.kind))
+            if job.cursor is not None:
+                rows = rows.filter(id__lt=job.cursor)
+            ids = list(rows.order_by("-id").values_list("id", flat=True)[:BULK_BATCH])
+            if not ids:
+                job.state, job.finished_at = BulkJob.State.DONE, timezone.now()
+                job.save(update_fields=["state", "finished_at"])
+                return job
+            batch = Message.objects.filter(id__in=ids)
+            if job.kind == BulkJob.Kind.DELETE:
+                done = _delete_batch(principal, batch)
+            else:
+                done = _requeue_batch(principal, batch.filter(status__in=_job_statuses(job.kind)), job.kind)
+            BulkJob.objects.filter(id=job.id).update(cursor=min(ids), processed=job.processed + done)
+            job.cursor, job.processed = min(ids), job.processed + done
+            batches += 1
+    except Exception as exc:
+        job.state, job.error, job.finished_at = BulkJob.State.FAILED, str(exc)[:2000], timezone.now()
+        job.save(update_fields=["state", "error", "finished_at"])
+        raise
+    return job
+
+
+def _job_statuses(kind: str) -> list[str]:
+    if kind == BulkJob.Kind.REDRIVE:
+        return [Status.FAIL, Status.TIMEOUT]
+    return [Status.NEW, Status.SUCCESS, Status.FAIL, Status.TIMEOUT]
+
+
+def bulk_job_get(*, principal: Principal, job_id: int) -> BulkJob:
+    job = BulkJob.objects.filter(id=job_id).first()
+    if job is None or (principal.biz_ids is not None and job.biz_ids != sorted(principal.biz_ids)):
+        raise NotFound(f"Job {job_id} does not exist.", details={"id": job_id})
+    return job
+
+
+def data_text(value: Any) -> str:
+    """Serialize a message's data the one way the broker stores it."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def effect_time_parse(value: Any) -> datetime:
+    from django.utils.dateparse import parse_datetime
+
+    parsed = parse_datetime(value) if isinstance(value, str) else None
+    if parsed is None or parsed.tzinfo is None:
+        raise InvalidRequest("effect_time must be an ISO 8601 datetime with offset.", details={"field": "effect_time"})
+    return parsed

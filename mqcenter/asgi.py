@@ -1,0 +1,54 @@
+"""ASGI entry point: HTTP (Django), WebSockets (Channels) and the lifespan of this broker
+process (registry heartbeat and lease sweep)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mqcenter.settings")
+
+from django.core.asgi import get_asgi_application  # noqa: E402
+
+django_asgi_app = get_asgi_application()
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+
+from mqcenter.routing import websocket_urlpatterns  # noqa: E402
+
+router = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": AllowedHostsOriginValidator(URLRouter(websocket_urlpatterns)),
+    }
+)
+
+
+async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] == "lifespan":
+        await lifespan(receive, send)
+        return
+    await router(scope, receive, send)
+
+
+async def lifespan(receive: Any, send: Any) -> None:
+    from asgiref.sync import sync_to_async
+    from django.conf import settings
+
+    from registry.node import BrokerNodeLoop
+
+    node: BrokerNodeLoop | None = None
+    while True:
+        event = await receive()
+        if event["type"] == "lifespan.startup":
+            url = settings.MQ_ADVERTISED_URL or os.environ.get("MQ_ADVERTISED_URL", "")
+            if url:
+                node = BrokerNodeLoop(url)
+                node.start()
+            await send({"type": "lifespan.startup.complete"})
+        elif event["type"] == "lifespan.shutdown":
+            if node is not None:
+                await sync_to_async(node.stop, thread_sensitive=False)()
+            await send({"type": "lifespan.shutdown.complete"})
+            return

@@ -1,0 +1,208 @@
+"""API authentication and scopes.
+
+A token is `mq_<prefix>_<secret>`. The prefix finds the row; only the SHA-256 of the whole
+token is stored, so a leaked table reveals no usable token. Tokens belong to one business
+line (or to none: a global token) and carry scopes `produce:<glob>`, `consume:<glob>`, `admin`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any
+
+from django.conf import settings
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+from rest_framework.throttling import SimpleRateThrottle
+
+from mqcenter.errors import Forbidden, Unauthenticated
+
+TOKEN_PREFIX_LENGTH = 10
+# Authenticated tokens are remembered briefly per process so the hot path does not pay a
+# query per request; a revoked token stops working within this many seconds.
+TOKEN_CACHE_SECONDS = 5.0
+
+SCOPE_ACTIONS = ("produce", "consume")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: a token (API) or a console user, reduced to what permissions need."""
+
+    name: str
+    scopes: tuple[str, ...]
+    biz_ids: frozenset[int] | None  # the business lines it may reach; None: all of them
+    token_id: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def is_admin(self) -> bool:
+        return "admin" in self.scopes
+
+    @property
+    def is_authenticated(self) -> bool:  # DRF's IsAuthenticated reads this
+        return True
+
+    def may(self, action: str, topic: str) -> bool:
+        """Does a scope allow `action` ("produce"/"consume") on `topic`? Admin may all."""
+        if self.is_admin:
+            return True
+        prefix = f"{action}:"
+        return any(
+            scope.startswith(prefix) and fnmatchcase(topic, scope[len(prefix) :])
+            for scope in self.scopes
+        )
+
+    def may_biz(self, biz_id: int | None) -> bool:
+        """Global principals reach every business line; others only their own."""
+        return self.biz_ids is None or biz_id in self.biz_ids
+
+    @property
+    def home_biz_id(self) -> int | None:
+        """The business line that owns what this principal creates (topics on produce)."""
+        return next(iter(self.biz_ids)) if self.biz_ids and len(self.biz_ids) == 1 else None
+
+    def require(self, action: str, topic: str) -> None:
+        if not self.may(action, topic):
+            raise Forbidden(
+                f"This token has no {action} scope for topic {topic!r}.",
+                details={"topic": topic, "scope": f"{action}:{topic}"},
+            )
+
+    def require_admin(self) -> None:
+        if not self.is_admin:
+            raise Forbidden("This needs a token with the admin scope.")
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def token_generate() -> tuple[str, str, str]:
+    """A new token: (token, prefix, hash). The token itself is never stored."""
+    prefix = secrets.token_hex(TOKEN_PREFIX_LENGTH // 2)
+    token = f"mq_{prefix}_{secrets.token_urlsafe(32)}"
+    return token, prefix, token_hash(token)
+
+
+def validate_scope(scope: str) -> str:
+    if scope == "admin":
+        return scope
+    action, sep, pattern = scope.partition(":")
+    if not sep or action not in SCOPE_ACTIONS or not pattern:
+        raise ValueError(f"invalid scope {scope!r}: use produce:<glob>, consume:<glob> or admin")
+    return scope
+
+
+class _TokenCache:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[str, tuple[float, Principal]] = {}
+
+    def get(self, token: str) -> Principal | None:
+        with self._lock:
+            hit = self._entries.get(token)
+        if hit and hit[0] > time.monotonic():
+            return hit[1]
+        return None
+
+    def put(self, token: str, principal: Principal) -> None:
+        with self._lock:
+            if len(self._entries) > 10_000:
+                self._entries.clear()
+            self._entries[token] = (time.monotonic() + TOKEN_CACHE_SECONDS, principal)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+token_cache = _TokenCache()
+
+
+def principal_for_token(token: str) -> Principal:
+    """Resolve a bearer token, or raise Unauthenticated."""
+    cached = token_cache.get(token)
+    if cached is not None:
+        return cached
+    from topics.models import ApiToken  # app models load after settings
+
+    parts = token.split("_")
+    if len(parts) < 3 or parts[0] != "mq" or len(token) > 200:
+        raise Unauthenticated("Unknown API token.")
+    row = ApiToken.objects.filter(prefix=parts[1], revoked_at__isnull=True).first()
+    if row is None or not hmac.compare_digest(row.token_hash, token_hash(token)):
+        raise Unauthenticated("Unknown API token.")
+    principal = Principal(
+        name=row.name or f"token:{row.prefix}",
+        scopes=tuple(row.scopes),
+        biz_ids=None if row.biz_id is None else frozenset([row.biz_id]),
+        token_id=row.id,
+    )
+    token_cache.put(token, principal)
+    return principal
+
+
+class TokenAuthentication(BaseAuthentication):
+    """`Authorization: Bearer <token>` on every API call."""
+
+    def authenticate(self, request: Request) -> tuple[Principal, str] | None:
+        header = get_authorization_header(request).split()
+        if not header:
+            raise Unauthenticated("Send an Authorization: Bearer <token> header.")
+        if header[0].lower() != b"bearer" or len(header) != 2:
+            raise Unauthenticated("Use the form Authorization: Bearer <token>.")
+        try:
+            token = header[1].decode("ascii")
+        except UnicodeDecodeError as exc:
+            raise Unauthenticated("Unknown API token.") from exc
+        principal = principal_for_token(token)
+        return principal, token
+
+    def authenticate_header(self, request: Request) -> str:
+        return "Bearer"
+
+
+class HasToken(BasePermission):
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if not isinstance(request.user, Principal):
+            raise Unauthenticated("Send an Authorization: Bearer <token> header.")
+        return True
+
+
+class IsAdminToken(HasToken):
+    def has_permission(self, request: Request, view: Any) -> bool:
+        super().has_permission(request, view)
+        request.user.require_admin()
+        return True
+
+
+class TokenRateThrottle(SimpleRateThrottle):
+    """Per-token request rate (MQ_TOKEN_RATE, e.g. "6000/min"); 429 with Retry-After."""
+
+    scope = "token"
+
+    def get_cache_key(self, request: Request, view: Any) -> str | None:
+        principal = request.user
+        if not isinstance(principal, Principal) or principal.token_id is None:
+            return None
+        return f"throttle_token_{principal.token_id}"
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        # The rate limit lives in the cache (Redis in production). Redis is not on the
+        # durability path: when it is down, serve rather than fail.
+        try:
+            return super().allow_request(request, view)
+        except Exception:  # noqa: BLE001 - any cache failure
+            return True
+
+    def get_rate(self) -> str | None:
+        rate = settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"].get("token")
+        return rate or None

@@ -1,0 +1,41 @@
+"""Run a broker process: the ASGI app (REST API, long-polls, WebSockets) under uvicorn.
+
+`manage.py runbroker --host 0.0.0.0 --port 8000 [--workers N]`. Each worker process
+registers itself in the registry under the advertised URL (MQ_ADVERTISED_URL, or
+http://<host>:<port>) so clients can discover and fail over between brokers.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+
+class Command(BaseCommand):
+    help = "Serve the broker (ASGI, uvicorn)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--workers", type=int, default=1)
+        parser.add_argument("--log-level", default="warning")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        import uvicorn
+
+        host, port = options["host"], options["port"]
+        advertised_host = socket.gethostname() if host in ("0.0.0.0", "::") else host  # noqa: S104
+        os.environ.setdefault("MQ_ADVERTISED_URL", f"http://{advertised_host}:{port}")
+        uvicorn.run(
+            "mqcenter.asgi:application",
+            host=host,
+            port=port,
+            workers=options["workers"],
+            log_level=options["log_level"],
+            lifespan="on",
+            proxy_headers=True,
+            timeout_graceful_shutdown=5,
+        )

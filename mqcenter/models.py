@@ -1,0 +1,25 @@
+"""Cross-cutting records: the audit log of operator actions."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class AuditEntry(models.Model):
+    """Who did what to which object, with the values before and after."""
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.CharField(max_length=200)
+    action = models.CharField(max_length=64)
+    target_type = models.CharField(max_length=64)
+    target_id = models.CharField(max_length=200, blank=True, default="")
+    biz = models.CharField(max_length=100, blank=True, default="")
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        db_table = "mq_audit"
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M} {self.actor} {self.action} {self.target_type}:{self.target_id}"

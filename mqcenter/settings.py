@@ -1,0 +1,290 @@
+"""MQ Center settings.
+
+Everything comes from the environment, with defaults that run the embedded quick start
+(SQLite file, in-memory channel layer, filesystem Celery transport) without any server.
+Production sets DATABASE_URL (mysql://, postgres://, sqlite://) and REDIS_URL.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("MQ_VAR_DIR", BASE_DIR / "var"))
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+def env_list(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+# The quick start needs no configuration; production must set DJANGO_SECRET_KEY
+# (`manage.py check --deploy` flags this default).
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "django-insecure-mqcenter-quickstart-only")
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "*")
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_htmx",
+    "template_partials",
+    "csp",
+    "django_celery_beat",
+    "channels",
+    "mqcenter",
+    "topics",
+    "messages.apps.MessagesConfig",
+    "registry",
+]
+
+MIDDLEWARE = [
+    "mqcenter.middleware.ApiGuardMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "mqcenter.urls"
+WSGI_APPLICATION = "mqcenter.wsgi.application"
+ASGI_APPLICATION = "mqcenter.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- storage -----------------------------------------------------------------------------
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'mqcenter.sqlite3'}"),
+        conn_max_age=env_int("DB_CONN_MAX_AGE", 0),
+        conn_health_checks=True,
+    )
+}
+_db = DATABASES["default"]
+if _db["ENGINE"] == "django.db.backends.mysql":
+    # READ COMMITTED: claims use SELECT ... FOR UPDATE SKIP LOCKED and must not take gap
+    # locks that would serialize concurrent claimers.
+    _db.setdefault("OPTIONS", {}).update(
+        {
+            "isolation_level": "read committed",
+            "charset": "utf8mb4",
+            "connect_timeout": env_int("DB_CONNECT_TIMEOUT", 3),
+            "read_timeout": env_int("DB_READ_TIMEOUT", 30),
+            "write_timeout": env_int("DB_WRITE_TIMEOUT", 30),
+        }
+    )
+    _db.setdefault("TEST", {}).update({"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_bin"})
+elif _db["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets readers run beside the one writer; the busy timeout makes writers queue
+    # instead of failing with "database is locked" when several threads produce at once.
+    _db.setdefault("OPTIONS", {}).update(
+        {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
+elif _db["ENGINE"] == "django.db.backends.postgresql":
+    _db.setdefault("OPTIONS", {}).update({"connect_timeout": env_int("DB_CONNECT_TIMEOUT", 3)})
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = os.environ.get("REDIS_URL", "")
+
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
+    }
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# --- auth, sessions, security ------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "console:login"
+LOGIN_REDIRECT_URL = "console:dashboard"
+LOGOUT_REDIRECT_URL = "console:login"
+
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SECURE = env_bool("MQ_TLS", False)
+CSRF_COOKIE_SECURE = env_bool("MQ_TLS", False)
+SECURE_SSL_REDIRECT = env_bool("MQ_TLS", False)
+SECURE_HSTS_SECONDS = 31536000 if env_bool("MQ_TLS", False) else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("MQ_TLS", False)
+SECURE_HSTS_PRELOAD = env_bool("MQ_TLS", False)
+
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'", "ws:", "wss:"],
+        "frame-ancestors": ["'none'"],
+        "form-action": ["'self'"],
+        "base-uri": ["'self'"],
+    }
+}
+
+# --- i18n, static ------------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+WHITENOISE_USE_FINDERS = True
+
+# --- REST API ----------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["mqcenter.auth.TokenAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["mqcenter.auth.HasToken"],
+    "DEFAULT_PARSER_CLASSES": ["mqcenter.parsers.StrictJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "mqcenter.errors.api_exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["mqcenter.auth.TokenRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"token": os.environ.get("MQ_TOKEN_RATE", "100000/min")},
+    "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "MQ Center broker API",
+    "DESCRIPTION": "Produce, pull, acknowledge and administer messages. See API.md.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "APPEND_COMPONENTS": {
+        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+    },
+    "SECURITY": [{"bearer": []}],
+    "AUTHENTICATION_WHITELIST": [],
+    # Served from this server (no CDN), split so the CSP needs no inline script.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# Django refuses bodies above this before any view runs; the API answers 413.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MQ_MAX_BODY_BYTES", 16 * 1024 * 1024)
+
+# --- the broker --------------------------------------------------------------------------
+MQ_MAX_PRODUCE_BATCH = env_int("MQ_MAX_PRODUCE_BATCH", 1000)
+MQ_MAX_DATA_BYTES = env_int("MQ_MAX_DATA_BYTES", 256 * 1024)
+MQ_MAX_PULL = env_int("MQ_MAX_PULL", 500)
+MQ_MAX_WAIT_SECONDS = env_int("MQ_MAX_WAIT_SECONDS", 30)
+MQ_AUTO_CREATE_TOPICS = env_bool("MQ_AUTO_CREATE_TOPICS", True)
+# A lease outlives the execution timeout by this much, so a consumer that enforces its
+# timeout still has time to report the failure before the broker takes the message back.
+MQ_LEASE_GRACE_SECONDS = env_int("MQ_LEASE_GRACE_SECONDS", 5)
+MQ_HEARTBEAT_SECONDS = env_int("MQ_HEARTBEAT_SECONDS", 10)
+# Long-polls are woken by produce; this bounds the wait when a wake-up is lost.
+MQ_FALLBACK_POLL_SECONDS = float(os.environ.get("MQ_FALLBACK_POLL_SECONDS", "1.0"))
+MQ_MAX_RETRY_DELAY_SECONDS = env_int("MQ_MAX_RETRY_DELAY_SECONDS", 86400)
+MQ_ADVERTISED_URL = os.environ.get("MQ_ADVERTISED_URL", "")
+MQ_REDRIVE_SYNC_LIMIT = env_int("MQ_REDRIVE_SYNC_LIMIT", 10000)
+
+# --- Celery ------------------------------------------------------------------------------
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or REDIS_URL or "filesystem://"
+CELERY_BROKER_TRANSPORT_OPTIONS = (
+    {
+        "data_folder_in": str(VAR_DIR / "celery" / "queue"),
+        "data_folder_out": str(VAR_DIR / "celery" / "queue"),
+        "processed_folder": str(VAR_DIR / "celery" / "processed"),
+        "store_processed": False,
+    }
+    if CELERY_BROKER_URL == "filesystem://"
+    else {}
+)
+if CELERY_BROKER_URL == "filesystem://":
+    for _folder in ("queue", "processed"):
+        (VAR_DIR / "celery" / _folder).mkdir(parents=True, exist_ok=True)
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_TIMEZONE = "UTC"
+
+# --- e-mail ------------------------------------------------------------------------------
+EMAIL_BACKEND = os.environ.get(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.smtp.EmailBackend"
+    if os.environ.get("EMAIL_HOST")
+    else "django.core.mail.backends.console.EmailBackend",
+)
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "mqcenter@localhost")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("MQ_LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,12 @@
+"""Settings for the test suite: the real MariaDB and Redis of this machine by default."""
+
+import os
+
+os.environ.setdefault("DATABASE_URL", "mysql://root@127.0.0.1:3306/mqcenter")
+os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
+os.environ.setdefault("MQ_VAR_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), "var", "test"))
+
+from mqcenter.settings import *  # noqa: E402, F403
+
+EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast test users

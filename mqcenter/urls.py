@@ -1,0 +1,43 @@
+"""URL configuration: the REST API under /api/v1/, operations, docs and the console."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+
+from messages import api as messages_api
+from mqcenter import ops
+from registry import api as registry_api
+from topics import api as topics_api
+
+api_v1 = [
+    path("messages", messages_api.MessagesView.as_view(), name="messages"),
+    path("messages/redrive", messages_api.RedriveView.as_view(), name="messages-redrive"),
+    path("messages/requeue", messages_api.RequeueView.as_view(), name="messages-requeue"),
+    path("messages/delete", messages_api.BulkDeleteView.as_view(), name="messages-delete"),
+    path("messages/<int:message_id>", messages_api.MessageDetailView.as_view(), name="message-detail"),
+    path("jobs/<int:job_id>", messages_api.JobView.as_view(), name="job-detail"),
+    path("pull", messages_api.PullView.as_view(), name="pull"),
+    path("ack", messages_api.AckView.as_view(), name="ack"),
+    path("extend", messages_api.ExtendView.as_view(), name="extend"),
+    path("release", messages_api.ReleaseView.as_view(), name="release"),
+    path("stats", messages_api.StatsView.as_view(), name="stats"),
+    path("biz", topics_api.BizListView.as_view(), name="biz-list"),
+    path("biz/<int:biz_id>", topics_api.BizDetailView.as_view(), name="biz-detail"),
+    path("topics", topics_api.TopicListView.as_view(), name="topic-list"),
+    path("topics/<str:topic>", topics_api.TopicDetailView.as_view(), name="topic-detail"),
+    path("registry/consumers", registry_api.ConsumersView.as_view(), name="registry-consumers"),
+    path("registry/consumers/<str:consumer>", registry_api.ConsumerView.as_view(), name="registry-consumer"),
+    path("registry/brokers", registry_api.BrokersView.as_view(), name="registry-brokers"),
+]
+
+urlpatterns = [
+    path("api/v1/", include((api_v1, "api"), namespace="api")),
+    path("api/schema/", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="schema"),
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema", authentication_classes=[], permission_classes=[]), name="docs"),
+    path("healthz", ops.healthz, name="healthz"),
+    path("readyz", ops.readyz, name="readyz"),
+    path("metrics", ops.metrics_view, name="metrics"),
+    path("admin/", admin.site.urls),
+]

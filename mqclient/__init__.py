@@ -1,0 +1,66 @@
+"""MQ Center Python SDK: one line to produce, one decorator to consume.
+
+    from mqclient import Producer, consumer, Message
+
+    Producer().produce("orders", {"order": 42})          # MQ_BROKERS / MQ_TOKEN from env
+
+    @consumer("orders", group="billing", concurrency=8)
+    def charge(message: Message) -> None: ...
+
+Run consumers with ``mqclient run myapp.consumers`` (or ``python -m mqclient run ...``).
+The package talks to the brokers over the REST contract only and imports nothing from Django.
+"""
+
+from __future__ import annotations
+
+from mqclient.batching import BatchingProducer
+from mqclient.config import ClientConfig
+from mqclient.consumer import ConsumerSpec, consumer
+from mqclient.errors import (
+    APIError,
+    BrokerUnavailable,
+    BufferFull,
+    ConfigurationError,
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    MQClientError,
+    NotFound,
+    PayloadTooLarge,
+    PermanentFailure,
+    ProducerClosed,
+    RateLimited,
+    Reject,
+    ServerError,
+    Unauthenticated,
+)
+from mqclient.message import Message, ProducedMessage
+from mqclient.producer import Producer
+from mqclient.version import __version__
+
+__all__ = [
+    "APIError",
+    "BatchingProducer",
+    "BrokerUnavailable",
+    "BufferFull",
+    "ClientConfig",
+    "ConfigurationError",
+    "Conflict",
+    "ConsumerSpec",
+    "Forbidden",
+    "InvalidRequest",
+    "MQClientError",
+    "Message",
+    "NotFound",
+    "PayloadTooLarge",
+    "PermanentFailure",
+    "ProducedMessage",
+    "Producer",
+    "ProducerClosed",
+    "RateLimited",
+    "Reject",
+    "ServerError",
+    "Unauthenticated",
+    "__version__",
+    "consumer",
+]

@@ -1,0 +1,161 @@
+"""Optional WebSocket mode: push wake-ups instead of held long-polls.
+
+With ``MQ_WEBSOCKET=1`` (and the ``websockets`` package installed) the runner keeps one
+WebSocket to a broker, ``ws://<broker>/ws/v1/consumer?token=...``, subscribed to its
+(topic, group) pairs. While it is connected, pulls do not long-poll: an empty pull waits for a
+push (``{"type": "wakeup", "topic": ..., "group": ...}``) or, as a fallback for a lost one,
+``wait_seconds``. No HTTP request is held open per subscription and a stop is immediate.
+
+This is best-effort by design: if the socket cannot connect or drops, the runner goes straight
+back to long-polling, which is always correct on its own. Any other event the broker pushes
+(e.g. live broadcasts) is logged at debug level.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from websockets.sync.client import ClientConnection, connect
+
+if TYPE_CHECKING:
+    from mqclient.runner import Runner
+    from mqclient.subscription import Subscription
+
+logger = logging.getLogger("mqclient.websocket")
+
+WS_PATH = "/ws/v1/consumer"
+
+
+def websocket_url(broker: str, token: str | None) -> str:
+    """``http(s)://host`` → ``ws(s)://host/ws/v1/consumer?token=...``."""
+    scheme, _, rest = broker.partition("://")
+    ws_scheme = "wss" if scheme == "https" else "ws"
+    url = f"{ws_scheme}://{rest.rstrip('/')}{WS_PATH}"
+    return f"{url}?token={quote(token)}" if token else url
+
+
+class WakeupListener:
+    """Keeps the WebSocket, turns wake-up events into per-subscription ``threading.Event``."""
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+        self.connected = False
+        self._events: dict[tuple[str, str], threading.Event] = {
+            (sub.topic, sub.group): threading.Event() for sub in runner.subscriptions
+        }
+        self._stop = threading.Event()
+        self._socket: ClientConnection | None = None
+        self._thread = threading.Thread(target=self._run, name="mqclient-websocket", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.connected = False
+        if self._socket is not None:
+            self._socket.close()
+        for event in self._events.values():
+            event.set()
+        self._thread.join(5)
+
+    # ------------------------------------------------------------------ used by pullers
+
+    def poll_wait(self, sub: Subscription, default: int) -> int:
+        """0 (a plain pull) while pushes arrive, else the normal long-poll. Clears the event
+        first, so a wake-up that lands during the pull is not lost."""
+        self._events[(sub.topic, sub.group)].clear()
+        return 0 if self.connected else default
+
+    def wait(self, sub: Subscription) -> None:
+        """After an empty pull: wait for a push (or the fallback interval) if connected."""
+        if not self.connected:
+            return
+        event = self._events[(sub.topic, sub.group)]
+        waited = 0.0
+        while waited < self.runner.config.wait_seconds and not self.runner.stopping:
+            if event.wait(0.5) or not self.connected:
+                return
+            waited += 0.5
+
+    # ------------------------------------------------------------------ the socket
+
+    def _run(self) -> None:
+        pause = 1.0
+        while not self._stop.is_set():
+            for broker in self.runner.transport.brokers:
+                if self._stop.is_set():
+                    return
+                try:
+                    self._session(broker)
+                    pause = 1.0
+                except Exception as exc:  # any failure means: long-poll until we reconnect
+                    logger.info("websocket to %s unavailable: %s", broker, exc)
+                finally:
+                    self._disconnected()
+            self._stop.wait(pause)
+            pause = min(pause * 2, 30.0)
+
+    def _session(self, broker: str) -> None:
+        url = websocket_url(broker, self.runner.config.token)
+        headers = (
+            {"Authorization": f"Bearer {self.runner.config.token}"}
+            if self.runner.config.token
+            else None
+        )
+        with connect(url, additional_headers=headers, open_timeout=5) as socket:
+            self._socket = socket
+            socket.send(
+                json.dumps(
+                    {
+                        "type": "subscribe",
+                        "consumer": self.runner.consumer_id,
+                        "subscriptions": [
+                            {"topic": topic, "group": group} for topic, group in self._events
+                        ],
+                    }
+                )
+            )
+            # Trust pushes only once the broker has said something back: a broker that ignores
+            # our subscribe would otherwise leave pullers waiting on pushes that never come.
+            logger.info("websocket connected to %s, waiting for the broker to answer", broker)
+            while not self._stop.is_set():
+                try:
+                    raw = socket.recv(timeout=1.0)
+                except TimeoutError:
+                    continue
+                self._handle(raw)
+
+    def _handle(self, raw: str | bytes) -> None:
+        try:
+            event: Any = json.loads(raw)
+        except ValueError:
+            return
+        if not isinstance(event, dict):
+            return
+        if not self.connected:
+            self.connected = True
+            logger.info("websocket subscription confirmed: push wake-ups on")
+        if event.get("type") in {"wakeup", "wake", "message"}:
+            key = (str(event.get("topic")), str(event.get("group")))
+            if key in self._events:
+                self._events[key].set()
+            elif event.get("group") is None:  # a topic-wide wake-up
+                for (topic, _group), flag in self._events.items():
+                    if topic == event.get("topic"):
+                        flag.set()
+        else:
+            logger.debug("websocket event %s", event)
+
+    def _disconnected(self) -> None:
+        was = self.connected
+        self.connected = False
+        self._socket = None
+        for flag in self._events.values():  # pullers waiting on a push go back to long-polls
+            flag.set()
+        if was:
+            logger.warning("websocket disconnected: back to long-polling")

@@ -1,0 +1,155 @@
+"""Wake-ups for long-polling pulls.
+
+A produce that commits (or a released / recovered message) publishes "(topic, group) has
+work"; every broker process wakes its pulls waiting on that pair within milliseconds.
+With REDIS_URL set the signal crosses processes over Redis pub/sub (one subscriber thread
+per process, however many pulls wait); without it (the quick start) it stays in-process.
+
+Wake-ups are an optimisation, never the source of truth: a waiting pull also re-checks
+the database on a short fallback interval, so a lost wake-up (Redis down, a publish that
+raced a subscribe) only costs latency, never a message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+CHANNEL = "mqcenter:wake"
+Pair = tuple[str, str]
+
+
+class WakeupHub:
+    def __init__(self, redis_url: str = "") -> None:
+        self.redis_url = redis_url
+        self._lock = threading.Lock()
+        self._waiters: dict[Pair, set[threading.Event]] = {}
+        self._listener: threading.Thread | None = None
+        self._publisher = None
+        # True while the Redis subscriber is connected (or when there is no Redis): waiting
+        # pulls then trust wake-ups and fall back to polling only rarely.
+        self.connected = not redis_url
+
+    # --- waiting -------------------------------------------------------------------------
+
+    @contextmanager
+    def waiter(self, topic: str, group: str) -> Iterator[threading.Event]:
+        """Register interest before checking the database, so no wake-up slips between."""
+        self._ensure_listener()
+        event = threading.Event()
+        pair = (topic, group)
+        with self._lock:
+            self._waiters.setdefault(pair, set()).add(event)
+        try:
+            yield event
+        finally:
+            with self._lock:
+                waiting = self._waiters.get(pair)
+                if waiting is not None:
+                    waiting.discard(event)
+                    if not waiting:
+                        del self._waiters[pair]
+
+    def waiting_count(self) -> int:
+        with self._lock:
+            return sum(len(events) for events in self._waiters.values())
+
+    def notify_local(self, pairs: Iterable[Pair]) -> None:
+        with self._lock:
+            events = [event for pair in pairs for event in self._waiters.get(pair, ())]
+        for event in events:
+            event.set()
+
+    def fallback_seconds(self) -> float:
+        base = settings.MQ_FALLBACK_POLL_SECONDS
+        return base if self.connected else min(base, 0.5)
+
+    # --- publishing ----------------------------------------------------------------------
+
+    def publish(self, pairs: Iterable[Pair]) -> None:
+        """Tell every broker process that these (topic, group) pairs have work."""
+        unique = sorted(set(pairs))
+        if not unique:
+            return
+        if not self.redis_url:
+            self.notify_local(unique)
+            return
+        try:
+            self._redis_publisher().publish(CHANNEL, json.dumps(unique))
+        except Exception as exc:  # noqa: BLE001 - Redis is not on the durability path
+            logger.warning("wake-up publish failed (%s); waking local pulls only", exc)
+            self.notify_local(unique)
+
+    def _redis_publisher(self):  # type: ignore[no-untyped-def]
+        if self._publisher is None:
+            import redis
+
+            self._publisher = redis.Redis.from_url(
+                self.redis_url, socket_connect_timeout=0.5, socket_timeout=0.5
+            )
+        return self._publisher
+
+    # --- the subscriber ------------------------------------------------------------------
+
+    def _ensure_listener(self) -> None:
+        if not self.redis_url or self._listener is not None:
+            return
+        with self._lock:
+            if self._listener is None:
+                self._listener = threading.Thread(
+                    target=self._listen, name="mq-wakeup-listener", daemon=True
+                )
+                self._listener.start()
+
+    def _listen(self) -> None:
+        import redis
+
+        backoff = 0.2
+        while True:
+            try:
+                client = redis.Redis.from_url(
+                    self.redis_url, socket_connect_timeout=1, health_check_interval=10
+                )
+                pubsub = client.pubsub(ignore_subscribe_messages=True)
+                pubsub.subscribe(CHANNEL)
+                self.connected = True
+                backoff = 0.2
+                # Anything published while we were away is unknown: wake everyone once.
+                self._wake_all()
+                for item in pubsub.listen():
+                    if item.get("type") == "message":
+                        pairs = [tuple(pair) for pair in json.loads(item["data"])]
+                        self.notify_local(pairs)  # type: ignore[arg-type]
+            except Exception as exc:  # noqa: BLE001 - reconnect on any failure
+                if self.connected:
+                    logger.warning("wake-up subscriber lost Redis (%s); polling meanwhile", exc)
+                self.connected = False
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    def _wake_all(self) -> None:
+        with self._lock:
+            pairs = list(self._waiters)
+        self.notify_local(pairs)
+
+
+_hub: WakeupHub | None = None
+_hub_lock = threading.Lock()
+
+
+def wakeup_hub() -> WakeupHub:
+    """The process-wide hub (created lazily so settings are read after configuration)."""
+    global _hub
+    if _hub is None:
+        with _hub_lock:
+            if _hub is None:
+                _hub = WakeupHub(settings.REDIS_URL)
+    return _hub

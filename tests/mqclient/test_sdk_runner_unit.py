@@ -1,0 +1,130 @@
+"""The runner's own bookkeeping (slots, ack batching, extension, timeouts, release), driven
+in-process against the fake broker. The same behaviours are verified end to end against the
+real server, with real processes, in test_sdk_e2e_consumer.py."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from sdk_fakebroker import FakeBroker, FakeQueue
+
+from mqclient import ClientConfig, Message, Reject
+from mqclient.consumer import ConsumerSpec
+from mqclient.runner import Runner
+
+
+@contextmanager
+def running(broker: FakeBroker, spec: ConsumerSpec, **config: object) -> Iterator[Runner]:
+    settings = {"wait_seconds": 1, "grace_seconds": 10.0, **config}
+    runner = Runner([spec], config=ClientConfig(brokers=[broker.url], **settings))  # type: ignore[arg-type]
+    thread = threading.Thread(target=runner.run, kwargs={"install_signals": False})
+    thread.start()
+    try:
+        yield runner
+    finally:
+        runner.stop()
+        thread.join(30)
+        assert not thread.is_alive()
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.02)
+
+
+def statuses(queue: FakeQueue) -> list[str]:
+    return [m["status"] for m in queue.messages.values()]
+
+
+def test_it_runs_concurrency_handlers_at_once_and_batches_acks(
+    fake_queue: FakeQueue, queue_broker: FakeBroker
+) -> None:
+    active = 0
+    peak = 0
+    lock = threading.Lock()
+
+    def handler(message: Message) -> None:
+        nonlocal active, peak
+        with lock:
+            active += 1
+            peak = max(peak, active)
+        time.sleep(0.3)
+        with lock:
+            active -= 1
+
+    for i in range(16):
+        fake_queue.add("t", i)
+    with running(queue_broker, ConsumerSpec("t", handler, concurrency=8)):
+        wait_for(lambda: statuses(fake_queue).count("SUCCESS") == 16)
+    assert peak == 8
+    assert queue_broker.paths().count("/api/v1/ack") < 16
+    pulls = [r.body for r in queue_broker.requests if r.path == "/api/v1/pull"]
+    assert max(p["max_messages"] for p in pulls) <= 8
+
+
+def test_a_reject_is_acked_as_fail_without_retry(
+    fake_queue: FakeQueue, queue_broker: FakeBroker
+) -> None:
+    def handler(message: Message) -> None:
+        raise Reject("bad payload")
+
+    mid = fake_queue.add("t", 1)
+    with running(queue_broker, ConsumerSpec("t", handler)):
+        wait_for(lambda: fake_queue.messages[mid]["acks"] != [])
+    assert fake_queue.messages[mid]["acks"][0] == {
+        "id": mid, "status": "FAIL", "log": "rejected: bad payload", "retry": False}
+
+
+def test_a_handler_past_its_timeout_is_failed_and_its_slot_reused(
+    fake_queue: FakeQueue, queue_broker: FakeBroker
+) -> None:
+    def handler(message: Message) -> None:
+        if message.data == "slow":
+            time.sleep(3)
+
+    slow = fake_queue.add("t", "slow")
+    fast = fake_queue.add("t", "fast")
+    with running(queue_broker, ConsumerSpec("t", handler, concurrency=1, timeout=0.5)):
+        wait_for(lambda: fake_queue.messages[fast]["status"] == "SUCCESS", timeout=2.5)
+    ack = fake_queue.messages[slow]["acks"]
+    assert len(ack) == 1 and ack[0]["status"] == "FAIL" and ack[0]["log"].startswith("timeout")
+
+
+def test_a_handler_longer_than_its_lease_gets_the_lease_extended(
+    fake_queue: FakeQueue, queue_broker: FakeBroker
+) -> None:
+    def handler(message: Message) -> None:
+        time.sleep(3)
+
+    mid = fake_queue.add("t", 1, timeout_seconds=1)
+    with running(queue_broker, ConsumerSpec("t", handler, timeout=10)):
+        wait_for(lambda: fake_queue.messages[mid]["status"] == "SUCCESS", timeout=6)
+    assert queue_broker.paths().count("/api/v1/extend") >= 2
+    assert fake_queue.messages[mid]["attempt"] == 1
+
+
+def test_stop_releases_prefetched_messages_and_lets_running_ones_finish(
+    fake_queue: FakeQueue, queue_broker: FakeBroker
+) -> None:
+    started = threading.Event()
+
+    def handler(message: Message) -> None:
+        started.set()
+        time.sleep(1)
+
+    for i in range(4):
+        fake_queue.add("t", i)
+    with running(queue_broker, ConsumerSpec("t", handler, concurrency=1, prefetch=3)) as runner:
+        wait_for(lambda: statuses(fake_queue).count("RUNNING") == 4)
+        started.wait(5)
+        runner.stop()
+        # released at once, while the running handler is still busy
+        wait_for(lambda: statuses(fake_queue).count("NEW") == 3, timeout=0.8)
+    assert statuses(fake_queue).count("SUCCESS") == 1
+    assert sorted(m.get("released", 0) for m in fake_queue.messages.values()) == [0, 1, 1, 1]
+    assert queue_broker.paths()[-1].startswith("/api/v1/registry/consumers/")

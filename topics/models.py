@@ -1,0 +1,102 @@
+"""Business lines, topics with their consumer groups, and API tokens."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$"
+name_validator = RegexValidator(NAME_PATTERN, "Use letters, digits and _.:- (1-200 chars).")
+
+
+class Biz(models.Model):
+    """A business line: the unit that owns topics and tokens and scopes operators."""
+
+    name = models.CharField(max_length=100, unique=True, validators=[name_validator])
+    title = models.CharField(max_length=200, blank=True)
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "business lines"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class RetryStrategy(models.TextChoices):
+    FIXED = "fixed"
+    LINEAR = "linear"
+    EXPONENTIAL = "exponential"
+    RANDOM = "random"
+
+
+class DeliveryMode(models.TextChoices):
+    QUEUE = "queue"
+    SERIAL = "serial"
+    SHARDED = "sharded"
+
+
+class Topic(models.Model):
+    name = models.CharField(max_length=200, unique=True, validators=[name_validator])
+    biz = models.ForeignKey(Biz, null=True, blank=True, on_delete=models.PROTECT, related_name="topics")
+    owner = models.CharField(max_length=200, blank=True)
+    description = models.TextField(blank=True)
+    retry_count = models.PositiveIntegerField(default=0)
+    retry_strategy = models.CharField(
+        max_length=16, choices=RetryStrategy.choices, default=RetryStrategy.FIXED
+    )
+    retry_interval_seconds = models.PositiveIntegerField(default=10)
+    timeout_seconds = models.PositiveIntegerField(default=60)
+    retention_days = models.PositiveIntegerField(default=7)
+    alarm_emails = models.JSONField(default=list, blank=True)
+    backlog_alarm_threshold = models.PositiveIntegerField(null=True, blank=True)
+    paused = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class TopicGroup(models.Model):
+    """A consumer group of a topic; its row is also the lock that orders serial/sharded claims."""
+
+    topic = models.ForeignKey(Topic, on_delete=models.CASCADE, related_name="groups")
+    name = models.CharField(max_length=200, validators=[name_validator])
+    mode = models.CharField(max_length=16, choices=DeliveryMode.choices, default=DeliveryMode.QUEUE)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["topic_id", "name"]
+        constraints = [models.UniqueConstraint(fields=["topic", "name"], name="uq_topic_group")]
+
+    def __str__(self) -> str:
+        return f"{self.topic_id}/{self.name}"
+
+
+class ApiToken(models.Model):
+    """A bearer token. Only a SHA-256 of the secret is stored; the secret is shown once."""
+
+    name = models.CharField(max_length=200, blank=True)
+    biz = models.ForeignKey(Biz, null=True, blank=True, on_delete=models.CASCADE, related_name="tokens")
+    prefix = models.CharField(max_length=16, unique=True)
+    token_hash = models.CharField(max_length=64)
+    scopes = models.JSONField(default=list)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name or self.prefix} ({', '.join(self.scopes)})"

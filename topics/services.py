@@ -1,0 +1,223 @@
+"""Business lines, topics, groups and tokens: every write and rule about them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from mqcenter.audit import audit_record
+from mqcenter.auth import Principal, token_cache, token_generate, validate_scope
+from mqcenter.errors import Conflict, Forbidden, InvalidRequest, NotFound
+from topics.models import ApiToken, Biz, DeliveryMode, Topic, TopicGroup
+
+DEFAULT_GROUP = "default"
+TOPIC_FIELDS = (
+    "owner",
+    "description",
+    "retry_count",
+    "retry_strategy",
+    "retry_interval_seconds",
+    "timeout_seconds",
+    "retention_days",
+    "alarm_emails",
+    "backlog_alarm_threshold",
+    "paused",
+)
+
+
+# --- business lines ----------------------------------------------------------------------
+
+
+def biz_create(*, actor: str, name: str, title: str = "", description: str = "") -> Biz:
+    """Create a business line; a taken name is a conflict, not a crash."""
+    try:
+        with transaction.atomic():
+            biz = Biz.objects.create(name=name, title=title, description=description)
+            audit_record(actor=actor, action="biz.create", target=biz, after=biz_snapshot(biz))
+    except IntegrityError as exc:
+        raise Conflict(f"Business line {name!r} already exists.", details={"field": "name"}) from exc
+    return biz
+
+
+def biz_update(*, actor: str, biz: Biz, changes: dict[str, Any]) -> Biz:
+    before = biz_snapshot(biz)
+    for field in ("title", "description"):
+        if field in changes:
+            setattr(biz, field, changes[field])
+    with transaction.atomic():
+        biz.save()
+        audit_record(actor=actor, action="biz.update", target=biz, before=before, after=biz_snapshot(biz))
+    return biz
+
+
+def biz_delete(*, actor: str, biz: Biz) -> None:
+    """Delete a business line that owns no topics (topics must be moved or deleted first)."""
+    if biz.topics.exists():
+        raise Conflict(f"Business line {biz.name!r} still owns topics.")
+    with transaction.atomic():
+        audit_record(actor=actor, action="biz.delete", target=biz, before=biz_snapshot(biz))
+        biz.delete()
+
+
+def biz_snapshot(biz: Biz) -> dict[str, Any]:
+    return {"name": biz.name, "title": biz.title, "description": biz.description}
+
+
+# --- topics ------------------------------------------------------------------------------
+
+
+def topic_create(
+    *, actor: str, name: str, biz: Biz | None, settings: dict[str, Any], groups: list[dict[str, str]] | None = None
+) -> Topic:
+    """Create a topic with its settings and declared groups."""
+    try:
+        with transaction.atomic():
+            topic = Topic(name=name, biz=biz)
+            for field in TOPIC_FIELDS:
+                if field in settings:
+                    setattr(topic, field, settings[field])
+            topic.save()
+            for group in groups or []:
+                TopicGroup.objects.create(topic=topic, name=group["group"], mode=group.get("mode", DeliveryMode.QUEUE))
+            audit_record(actor=actor, action="topic.create", target=topic, after=topic_snapshot(topic))
+    except IntegrityError as exc:
+        raise Conflict(f"Topic {name!r} already exists.", details={"field": "topic"}) from exc
+    return topic
+
+
+def topic_update(
+    *, actor: str, topic: Topic, settings: dict[str, Any], biz: Biz | None = None,
+    groups: list[dict[str, str]] | None = None,
+) -> Topic:
+    """Change topic settings; listed groups are added or have their mode changed.
+
+    Groups not listed are kept: messages and consumers may still name them.
+    """
+    before = topic_snapshot(topic)
+    with transaction.atomic():
+        for field in TOPIC_FIELDS:
+            if field in settings:
+                setattr(topic, field, settings[field])
+        if biz is not None:
+            topic.biz = biz
+        topic.save()
+        for group in groups or []:
+            TopicGroup.objects.update_or_create(
+                topic=topic, name=group["group"], defaults={"mode": group.get("mode", DeliveryMode.QUEUE)}
+            )
+        audit_record(actor=actor, action="topic.update", target=topic, before=before, after=topic_snapshot(topic))
+    return topic
+
+
+def topic_delete(*, actor: str, topic: Topic) -> None:
+    """Delete a topic. Refused while it still has live (NEW or RUNNING) messages."""
+    from messages.models import Message, Status
+
+    if Message.objects.filter(topic=topic.name, status__in=[Status.NEW, Status.RUNNING]).exists():
+        raise Conflict(f"Topic {topic.name!r} still has live messages; drain or delete them first.")
+    with transaction.atomic():
+        audit_record(actor=actor, action="topic.delete", target=topic, before=topic_snapshot(topic))
+        topic.delete()
+
+
+def topic_snapshot(topic: Topic) -> dict[str, Any]:
+    data = {field: getattr(topic, field) for field in TOPIC_FIELDS}
+    data["biz"] = topic.biz.name if topic.biz_id else None
+    data["groups"] = [{"group": g.name, "mode": g.mode} for g in topic.groups.all()]
+    return data
+
+
+def topics_for_produce(*, principal: Principal, names: Iterable[str], auto_create: bool) -> dict[str, Topic]:
+    """The topics a produce call names, created with defaults when allowed.
+
+    Checks that the token's business line owns each topic. Two producers may auto-create
+    the same topic at once: the loser of the insert race reads the winner's row.
+    """
+    wanted = set(names)
+    topics = {t.name: t for t in Topic.objects.filter(name__in=wanted)}
+    for name in sorted(wanted - topics.keys()):
+        if not auto_create:
+            raise NotFound(f"Topic {name!r} does not exist.", details={"topic": name})
+        try:
+            with transaction.atomic():
+                topics[name] = Topic.objects.create(name=name, biz_id=principal.home_biz_id)
+        except IntegrityError:
+            topics[name] = Topic.objects.get(name=name)
+    for topic in topics.values():
+        topic_require_biz(principal, topic)
+    return topics
+
+
+def topic_require_biz(principal: Principal, topic: Topic) -> None:
+    if not principal.may_biz(topic.biz_id):
+        raise Forbidden(
+            f"Topic {topic.name!r} belongs to another business line.", details={"topic": topic.name}
+        )
+
+
+def topic_get(name: str) -> Topic:
+    try:
+        return Topic.objects.get(name=name)
+    except Topic.DoesNotExist as exc:
+        raise NotFound(f"Topic {name!r} does not exist.", details={"topic": name}) from exc
+
+
+def group_ensure(*, topic: Topic, name: str) -> TopicGroup:
+    """The group row, added with mode `queue` the first time a message or consumer names it."""
+    group = TopicGroup.objects.filter(topic=topic, name=name).first()
+    if group is not None:
+        return group
+    try:
+        with transaction.atomic():
+            return TopicGroup.objects.create(topic=topic, name=name)
+    except IntegrityError:  # another request added it first
+        return TopicGroup.objects.get(topic=topic, name=name)
+
+
+def groups_ensure(*, topic: Topic, names: Iterable[str]) -> None:
+    existing = set(TopicGroup.objects.filter(topic=topic).values_list("name", flat=True))
+    for name in set(names) - existing:
+        group_ensure(topic=topic, name=name)
+
+
+def topic_broadcast_groups(topic: Topic) -> list[str]:
+    """Every group of the topic: declared ones plus those consumers registered (added on
+    registration), or `default` for a topic nobody declared a group for."""
+    names = list(TopicGroup.objects.filter(topic=topic).order_by("name").values_list("name", flat=True))
+    return names or [DEFAULT_GROUP]
+
+
+# --- tokens ------------------------------------------------------------------------------
+
+
+def token_create(
+    *, actor: str, scopes: list[str], biz: Biz | None = None, name: str = "", created_by: Any = None
+) -> tuple[str, ApiToken]:
+    """Issue a token. Returns the secret (shown once, never stored) and the row."""
+    try:
+        clean = [validate_scope(s) for s in scopes]
+    except ValueError as exc:
+        raise InvalidRequest(str(exc), details={"field": "scopes"}) from exc
+    if not clean:
+        raise InvalidRequest("A token needs at least one scope.", details={"field": "scopes"})
+    token, prefix, digest = token_generate()
+    with transaction.atomic():
+        row = ApiToken.objects.create(
+            name=name, biz=biz, prefix=prefix, token_hash=digest, scopes=clean, created_by=created_by
+        )
+        audit_record(
+            actor=actor, action="token.create", target=row,
+            after={"name": name, "biz": biz.name if biz else None, "scopes": clean, "prefix": prefix},
+        )
+    return token, row
+
+
+def token_revoke(*, actor: str, token: ApiToken) -> None:
+    with transaction.atomic():
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+        audit_record(actor=actor, action="token.revoke", target=token, before={"prefix": token.prefix})
+    token_cache.clear()
