@@ -23,3 +23,25 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M} {self.actor} {self.action} {self.target_type}:{self.target_id}"
+
+
+class ConsoleRole(models.TextChoices):
+    VIEWER = "viewer"
+    OPERATOR = "operator"
+    ADMIN = "admin"
+
+
+class ConsoleGrant(models.Model):
+    """A console role for a user, on one business line or (biz empty) on all of them."""
+
+    user = models.ForeignKey("auth.User", on_delete=models.CASCADE, related_name="console_grants")
+    role = models.CharField(max_length=16, choices=ConsoleRole.choices)
+    biz = models.ForeignKey("topics.Biz", null=True, blank=True, on_delete=models.CASCADE, related_name="grants")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "mq_console_grant"
+        constraints = [models.UniqueConstraint(fields=["user", "role", "biz"], name="uq_console_grant")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} {self.role} on {self.biz_id or 'all'}"

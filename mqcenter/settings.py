@@ -246,6 +246,18 @@ MQ_MAX_RETRY_DELAY_SECONDS = env_int("MQ_MAX_RETRY_DELAY_SECONDS", 86400)
 MQ_ADVERTISED_URL = os.environ.get("MQ_ADVERTISED_URL", "")
 MQ_REDRIVE_SYNC_LIMIT = env_int("MQ_REDRIVE_SYNC_LIMIT", 10000)
 
+# --- maintenance (Celery beat jobs; see messages/services/maintenance.py) ----------------
+# Archived messages (and their trace) are purged this many days after archiving.
+MQ_ARCHIVE_RETENTION_DAYS = env_int("MQ_ARCHIVE_RETENTION_DAYS", 90)
+# Archived history as Parquet for the Spark reports: messages/ and traces/ under this
+# directory, partitioned day=YYYY-MM-DD/topic=NAME. Empty string disables the export.
+MQ_ARCHIVE_PARQUET_DIR = os.environ.get("MQ_ARCHIVE_PARQUET_DIR", str(VAR_DIR / "archive"))
+MQ_STATS_RETENTION_DAYS = env_int("MQ_STATS_RETENTION_DAYS", 30)
+# Alarm when a topic's oldest deliverable message is older than this.
+MQ_ALARM_OLDEST_AGE_SECONDS = env_int("MQ_ALARM_OLDEST_AGE_SECONDS", 600)
+# At most one e-mail per topic and alarm kind per period.
+MQ_ALARM_PERIOD_MINUTES = env_int("MQ_ALARM_PERIOD_MINUTES", 60)
+
 # --- Celery ------------------------------------------------------------------------------
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or REDIS_URL or "filesystem://"
 CELERY_BROKER_TRANSPORT_OPTIONS = (

@@ -10,3 +10,6 @@ from mqcenter.settings import *  # noqa: E402, F403
 
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast test users
+
+# Parallel test runs (several developers on one machine) each get their own test database.
+DATABASES["default"].setdefault("TEST", {})["NAME"] = os.environ.get("MQ_TEST_DB_NAME", "test_mqcenter")

@@ -19,3 +19,82 @@ def queue_broker(fake_queue: FakeQueue) -> Iterator[FakeBroker]:
     broker = FakeBroker(fake_queue.reply)
     yield broker
     broker.stop()
+
+
+# --------------------------------------------------------------------------- end to end
+
+import re  # noqa: E402
+import uuid  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+from sdk_e2e import ROOT, Admin, Broker, Cluster, Process, mysql_admin  # noqa: E402
+
+from mqclient import Producer  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def e2e_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A dedicated database (``mq_e2e_sdk``), migrated, with an admin token; dropped after."""
+    if not (ROOT / "manage.py").exists():
+        pytest.skip("the broker server (manage.py) is not in this tree")
+    try:
+        mysql_admin("SELECT 1")
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"MariaDB is not reachable: {exc}")
+    cluster = Cluster(tmp_path_factory.mktemp("e2e-sdk"))
+    cluster.prepare_database()
+    yield cluster
+    cluster.stop_all()
+    cluster.drop_database()
+
+
+@pytest.fixture(scope="session")
+def shared_brokers(e2e_cluster: Cluster) -> list[Broker]:
+    """Two broker processes on the shared database, for tests that do not kill brokers."""
+    return [e2e_cluster.start_broker(), e2e_cluster.start_broker()]
+
+
+@dataclass
+class Scenario:
+    """One test's topic, events file, brokers and consumer processes."""
+
+    cluster: Cluster
+    topic: str
+    events: Path
+    brokers: list[str]
+    consumers: list[Process] = field(default_factory=list)
+
+    @property
+    def admin(self) -> Admin:
+        return Admin(lambda: self.brokers, self.cluster.token)
+
+    def consumer(self, name: str, *, brokers: list[str] | None = None, **settings: Any) -> Process:
+        settings.setdefault("topic", self.topic)
+        proc = self.cluster.start_consumer(
+            f"{name}-{uuid.uuid4().hex[:4]}", brokers or self.brokers, self.events, **settings
+        )
+        self.consumers.append(proc)
+        return proc
+
+    def producer(self, **options: Any) -> Producer:
+        return Producer(self.brokers, self.cluster.token, **options)
+
+
+@pytest.fixture
+def scenario(
+    e2e_cluster: Cluster, shared_brokers: list[Broker], tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> Iterator[Scenario]:
+    name = re.sub(r"[^A-Za-z0-9]+", "-", request.node.name.removeprefix("test_"))[:60]
+    run = Scenario(
+        cluster=e2e_cluster, topic=f"e2e.{name}.{uuid.uuid4().hex[:6]}",
+        events=tmp_path / "events.jsonl", brokers=[b.url for b in shared_brokers],
+    )
+    yield run
+    for proc in run.consumers:
+        proc.stop()
+    # Shown by pytest only when the test failed.
+    for proc in run.consumers:
+        print(f"===== {proc.name} (exit {proc.popen.returncode}) =====\n{proc.output()[-6000:]}")

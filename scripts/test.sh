@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh machine: system packages, services, Python deps, pytest.
+# Usage: ./scripts/test.sh [pytest args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '\n== %s\n' "$*"; }
+die() { printf '\nERROR: %s\n' "$*" >&2; exit 1; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo -n "$@"; fi; }
+
+apt_ready=0
+apt_install() {
+  if [ "$apt_ready" = 0 ]; then as_root apt-get update -qq || die "apt-get update failed"; apt_ready=1; fi
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "$@" >/dev/null \
+    || die "could not install $* with apt-get"
+}
+
+say "system packages"
+missing=()
+pkg-config --exists libmariadb 2>/dev/null || pkg-config --exists mysqlclient 2>/dev/null || missing+=(libmariadb-dev pkg-config)
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+[ -f /usr/share/java/mariadb-java-client.jar ] || missing+=(libmariadb-java)
+command -v java >/dev/null || missing+=(default-jre-headless)
+command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || missing+=(mariadb-server)
+command -v redis-server >/dev/null || missing+=(redis-server)
+if [ ${#missing[@]} -gt 0 ]; then echo "installing: ${missing[*]}"; apt_install "${missing[@]}"; fi
+
+say "services"
+if ! mysqladmin -h127.0.0.1 -uroot ping >/dev/null 2>&1; then
+  echo "starting MariaDB"
+  as_root mkdir -p /run/mysqld && as_root chown mysql:mysql /run/mysqld 2>/dev/null || true
+  as_root start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql || true
+  for _ in $(seq 1 60); do mysqladmin -h127.0.0.1 -uroot ping >/dev/null 2>&1 && break; sleep 1; done
+  mysqladmin -h127.0.0.1 -uroot ping >/dev/null 2>&1 || die "MariaDB is not reachable on 127.0.0.1:3306 and could not be started"
+fi
+if ! redis-cli -h 127.0.0.1 ping >/dev/null 2>&1; then
+  echo "starting Redis"
+  mkdir -p /var/lib/redis /var/log/redis 2>/dev/null || true
+  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
+    --dir /var/lib/redis --logfile /var/log/redis/ci.log || true
+  for _ in $(seq 1 20); do redis-cli -h 127.0.0.1 ping >/dev/null 2>&1 && break; sleep 0.5; done
+  redis-cli -h 127.0.0.1 ping >/dev/null 2>&1 || die "Redis is not reachable on 127.0.0.1:6379 and could not be started"
+fi
+# Tests create databases with a binary collation: topic names and dedup keys are case-sensitive.
+mysql -h127.0.0.1 -uroot -e "SET GLOBAL max_connections = GREATEST(@@max_connections, 500)" || true
+
+say "python environment"
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/pip install -q --upgrade pip >/dev/null 2>&1 || true
+.venv/bin/pip install -q -e '.[mysql,postgres,test,spark,browser]' 2>&1 | grep -v -i 'warning' || true
+.venv/bin/python -c "import django, MySQLdb, pytest" || die "python dependencies did not install"
+
+say "lint"
+.venv/bin/ruff check .
+
+say "tests"
+export PYTHONUNBUFFERED=1
+exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,101 @@
+"""Shared fixtures: tokens for a small cast (admin, producer, consumer, outsider) and a
+JSON API client. Tests run against the real MariaDB and Redis (mqcenter.test_settings)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from mqcenter.auth import token_cache
+from topics.models import Biz
+from topics.services import token_create
+
+
+class Api:
+    """A test client speaking API.md: JSON bodies and a bearer token."""
+
+    def __init__(self, token: str | None) -> None:
+        self.client = Client()
+        self.token = token
+
+    def _headers(self) -> dict[str, str]:
+        return {"HTTP_AUTHORIZATION": f"Bearer {self.token}"} if self.token else {}
+
+    def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        return self.client.get(path, params or {}, **self._headers())
+
+    def post(self, path: str, body: Any = None, raw: bytes | None = None) -> Any:
+        import json
+
+        data = raw if raw is not None else json.dumps(body)
+        return self.client.post(path, data, content_type="application/json", **self._headers())
+
+    def patch(self, path: str, body: Any) -> Any:
+        import json
+
+        return self.client.patch(path, json.dumps(body), content_type="application/json", **self._headers())
+
+    def delete(self, path: str) -> Any:
+        return self.client.delete(path, **self._headers())
+
+
+@pytest.fixture(autouse=True)
+def _fresh_token_cache() -> None:
+    token_cache.clear()
+
+
+@pytest.fixture
+def shop(db: Any) -> Biz:
+    return Biz.objects.create(name="shop")
+
+
+@pytest.fixture
+def other_biz(db: Any) -> Biz:
+    return Biz.objects.create(name="other")
+
+
+def make_api(scopes: list[str], biz: Biz | None = None) -> Api:
+    token, _ = token_create(actor="test", scopes=scopes, biz=biz, name="-".join(scopes))
+    return Api(token)
+
+
+@pytest.fixture
+def admin_api(db: Any) -> Api:
+    """A global admin token."""
+    return make_api(["admin"])
+
+
+@pytest.fixture
+def shop_admin_api(shop: Biz) -> Api:
+    return make_api(["admin"], shop)
+
+
+@pytest.fixture
+def producer_api(shop: Biz) -> Api:
+    return make_api(["produce:orders*"], shop)
+
+
+@pytest.fixture
+def consumer_api(shop: Biz) -> Api:
+    return make_api(["consume:orders*"], shop)
+
+
+@pytest.fixture
+def outsider_api(other_biz: Biz) -> Api:
+    """Another business line's token with broad scopes: must not reach shop's topics."""
+    return make_api(["produce:*", "consume:*", "admin"], other_biz)
+
+
+@pytest.fixture
+def anonymous_api(db: Any) -> Api:
+    return Api(None)
+
+
+def error_of(response: Any) -> dict[str, Any]:
+    """The API.md error body of a response (asserting it has that shape)."""
+    body = response.json()
+    assert set(body) == {"error"}, body
+    assert set(body["error"]) == {"code", "message", "details"}, body
+    return body["error"]

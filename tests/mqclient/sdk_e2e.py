@@ -1,0 +1,268 @@
+"""Harness for the SDK's end-to-end tests: a dedicated MariaDB database, real broker processes
+(``manage.py runbroker``) and real consumer processes (``python -m mqclient run``).
+
+Everything runs on 127.0.0.1. Processes are started with their output in files under the test's
+tmp dir (printed on failure) and are always stopped, killed if need be, when the test ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+PYTHON = sys.executable
+MYSQL_URL = os.environ.get("MQ_E2E_MYSQL_URL", "mysql://root@127.0.0.1:3306")
+DB_NAME = os.environ.get("MQ_E2E_SDK_DB", "mq_e2e_sdk")
+REDIS_URL = os.environ.get("MQ_E2E_REDIS_URL", "redis://127.0.0.1:6379/9")
+
+# Short server timings so lease expiry and registry changes happen within a test's budget.
+SERVER_ENV = {
+    "MQ_LEASE_GRACE_SECONDS": "2",
+    "MQ_HEARTBEAT_SECONDS": "3",
+    "DJANGO_DEBUG": "0",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, what: str, step: float = 0.1) -> Any:
+    """Poll ``condition`` until it returns something truthy; fail the test with ``what``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(step)
+
+
+def mysql_admin(statement: str) -> None:
+    import MySQLdb  # mysqlclient, which the server needs anyway
+
+    url = urlparse(MYSQL_URL)
+    conn = MySQLdb.connect(host=url.hostname or "127.0.0.1", port=url.port or 3306,
+                           user=url.username or "root", passwd=url.password or "")
+    try:
+        conn.cursor().execute(statement)
+    finally:
+        conn.close()
+
+
+@dataclass
+class Process:
+    """A child process with its combined output in ``log``."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def signal(self, signum: int) -> None:
+        if self.alive():
+            self.popen.send_signal(signum)
+
+    def wait(self, timeout: float) -> int:
+        return self.popen.wait(timeout)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if not self.alive():
+            return
+        self.popen.send_signal(signal.SIGTERM)
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait(5)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+def spawn(name: str, args: list[str], env: dict[str, str], workdir: Path) -> Process:
+    log = workdir / f"{name}.log"
+    handle = log.open("wb")
+    popen = subprocess.Popen(  # noqa: S603 - our own interpreter and scripts
+        args, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT
+    )
+    handle.close()
+    return Process(name, popen, log)
+
+
+@dataclass
+class Cluster:
+    """The dedicated database plus the broker and consumer processes a test starts."""
+
+    workdir: Path
+    token: str = ""
+    processes: list[Process] = field(default_factory=list)
+
+    @property
+    def server_env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MQ_")}
+        env.update(SERVER_ENV)
+        env["DATABASE_URL"] = f"{MYSQL_URL}/{DB_NAME}"
+        env["REDIS_URL"] = REDIS_URL
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def prepare_database(self) -> None:
+        mysql_admin(f"DROP DATABASE IF EXISTS `{DB_NAME}`")
+        mysql_admin(f"CREATE DATABASE `{DB_NAME}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+        manage = [PYTHON, str(ROOT / "manage.py")]
+        subprocess.run([*manage, "migrate", "-v0"], cwd=ROOT, env=self.server_env, check=True,
+                       capture_output=True, timeout=300)
+        made = subprocess.run([*manage, "createtoken", "--scope", "admin"], cwd=ROOT,
+                              env=self.server_env, check=True, capture_output=True, timeout=60)
+        self.token = made.stdout.decode().strip().splitlines()[-1]
+
+    def drop_database(self) -> None:
+        mysql_admin(f"DROP DATABASE IF EXISTS `{DB_NAME}`")
+
+    def start_broker(self, port: int | None = None) -> Broker:
+        port = port or free_port()
+        proc = spawn(
+            f"broker-{port}",
+            [PYTHON, str(ROOT / "manage.py"), "runbroker", "--host", "127.0.0.1",
+             "--port", str(port)],
+            self.server_env, self.workdir,
+        )
+        self.processes.append(proc)
+        broker = Broker(f"http://127.0.0.1:{port}", proc)
+
+        def healthy() -> bool:
+            if not proc.alive():
+                raise AssertionError(f"broker exited:\n{proc.output()[-3000:]}")
+            try:
+                return httpx.get(f"{broker.url}/healthz", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until(healthy, 60, f"broker {broker.url} to answer /healthz", step=0.2)
+        return broker
+
+    def start_consumer(
+        self, name: str, brokers: list[str], events: Path, **settings: Any
+    ) -> Process:
+        """``python -m mqclient run sdk_e2e_consumers`` configured through E2E_* variables."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("MQ_", "E2E_"))}
+        env.update({
+            "MQ_BROKERS": ",".join(brokers),
+            "MQ_TOKEN": self.token,
+            "MQ_WAIT_SECONDS": "3",
+            "MQ_LOG_FORMAT": "json",
+            "E2E_EVENTS": str(events),
+            "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT)]),
+            "PYTHONUNBUFFERED": "1",
+        })
+        for key, value in settings.items():
+            prefix = "" if key.startswith("MQ_") else "E2E_"
+            env[prefix + key.upper()] = str(value)
+        proc = spawn(name, [PYTHON, "-m", "mqclient", "run", "sdk_e2e_consumers"], env,
+                     self.workdir)
+        self.processes.append(proc)
+        return proc
+
+    def stop_all(self) -> None:
+        for proc in reversed(self.processes):
+            proc.stop()
+
+    def logs(self) -> str:
+        return "\n".join(f"===== {p.name} =====\n{p.output()[-4000:]}" for p in self.processes)
+
+
+@dataclass
+class Broker:
+    url: str
+    process: Process
+
+
+class Admin:
+    """Admin-token calls used to set up and observe a test (never the SDK under test)."""
+
+    def __init__(self, broker_urls: Callable[[], list[str]], token: str) -> None:
+        self.broker_urls = broker_urls
+        self.client = httpx.Client(headers={"Authorization": f"Bearer {token}"}, timeout=10)
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        last: Exception | None = None
+        for url in self.broker_urls():
+            try:
+                response = self.client.request(method, url + path, **kwargs)
+            except httpx.TransportError as exc:
+                last = exc
+                continue
+            assert response.status_code < 300, f"{method} {path}: {response.status_code} {response.text}"
+            return response.json() if response.content else None
+        raise AssertionError(f"no broker answered {method} {path}: {last}")
+
+    def create_topic(self, topic: str, **settings: Any) -> None:
+        self.request("POST", "/api/v1/topics", json={"topic": topic, **settings})
+
+    def messages(self, topic: str, **filters: Any) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            params = {"topic": topic, **filters}
+            if cursor:
+                params["cursor"] = cursor
+            page = self.request("GET", "/api/v1/messages", params=params)
+            found.extend(page["messages"])
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return found
+
+    def message(self, message_id: int) -> dict[str, Any]:
+        return self.request("GET", f"/api/v1/messages/{message_id}")
+
+    def consumers(self, topic: str) -> list[dict[str, Any]]:
+        return self.request("GET", "/api/v1/registry/consumers", params={"topic": topic})
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def max_overlap(events: list[dict[str, Any]]) -> int:
+    """Most handlers running at the same moment, from start/end events."""
+    points = sorted(
+        (e["t"], 1 if e["event"] == "start" else -1) for e in events if e["event"] in {"start", "end"}
+    )
+    running = peak = 0
+    for _, delta in points:
+        running += delta
+        peak = max(peak, running)
+    return peak
+
+
+def statuses(messages: list[dict[str, Any]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for message in messages:
+        counts[message["status"]] = counts.get(message["status"], 0) + 1
+    return counts
+
+
+def iter_trace(detail: dict[str, Any], event: str) -> Iterator[dict[str, Any]]:
+    return (item for item in detail["trace"] if item["event"] == event)
