@@ -1,0 +1,116 @@
+"""`manage.py quickstart`: everything a first run needs, on embedded defaults.
+
+Migrates, creates an admin login and an admin API token (kept in var/quickstart.txt, since
+both are shown only once), then runs the broker with a Celery worker and beat beside it and
+stops them all on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandParser
+
+from topics.services import token_create
+
+
+class Command(BaseCommand):
+    help = "Set up and run MQ Center on embedded defaults (broker + Celery worker + beat)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--no-celery", action="store_true", help="run the broker alone")
+        parser.add_argument("--setup-only", action="store_true", help="prepare, print, and exit")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        call_command("migrate", verbosity=0)
+        if "setup_maintenance" in _commands():
+            call_command("setup_maintenance", verbosity=0)
+        username, password, token = self._credentials()
+        base = f"http://{options['host']}:{options['port']}"
+        self.stdout.write(self.style.SUCCESS("\nMQ Center is ready.\n"))
+        self.stdout.write(
+            f"  Console     {base}/   (login: {username} / {password})\n"
+            f"  API docs    {base}/api/docs/\n"
+            f"  API token   {token}\n"
+            f"  (saved in {self._secrets_file()})\n\n"
+            "  Produce:  curl -s -X POST " + base + "/api/v1/messages \\\n"
+            "              -H 'Authorization: Bearer " + token + "' -H 'Content-Type: application/json' \\\n"
+            "              -d '{\"messages\": [{\"topic\": \"orders\", \"data\": {\"order\": 42}}]}'\n"
+            "  Consume:  curl -s -X POST " + base + "/api/v1/pull \\\n"
+            "              -H 'Authorization: Bearer " + token + "' -H 'Content-Type: application/json' \\\n"
+            "              -d '{\"topic\": \"orders\", \"consumer\": \"me\", \"max_messages\": 10, \"wait_seconds\": 5}'\n\n"
+        )
+        if options["setup_only"]:
+            return
+        self._run(options)
+
+    def _secrets_file(self) -> Path:
+        return Path(settings.VAR_DIR) / "quickstart.txt"
+
+    def _credentials(self) -> tuple[str, str, str]:
+        """The admin login and token: made once, then read back from var/quickstart.txt."""
+        path = self._secrets_file()
+        if path.exists():
+            saved = dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+            if {"username", "password", "token"} <= saved.keys():
+                return saved["username"], saved["password"], saved["token"]
+        username = os.environ.get("MQ_ADMIN_USERNAME", "admin")
+        password = os.environ.get("MQ_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
+        user_model = get_user_model()
+        user = user_model.objects.filter(username=username).first() or user_model(username=username)
+        user.is_staff = user.is_superuser = True
+        user.set_password(password)
+        user.save()
+        token, _ = token_create(actor="quickstart", scopes=["admin"], name="quickstart")
+        path.write_text(f"username={username}\npassword={password}\ntoken={token}\n")
+        path.chmod(0o600)
+        return username, password, token
+
+    def _run(self, options: dict[str, Any]) -> None:
+        python = sys.executable
+        manage = str(Path(settings.BASE_DIR) / "manage.py")
+        procs: list[subprocess.Popen[bytes]] = []
+        if not options["no_celery"]:
+            celery = [python, "-m", "celery", "-A", "mqcenter"]
+            procs.append(subprocess.Popen([*celery, "worker", "-l", "warning", "-P", "solo"]))
+            procs.append(subprocess.Popen([*celery, "beat", "-l", "warning"]))
+        procs.append(
+            subprocess.Popen([python, manage, "runbroker", "--host", options["host"], "--port", str(options["port"])])
+        )
+
+        def stop(*_: Any) -> None:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.terminate()
+
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            while all(proc.poll() is None for proc in procs):
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            stop()
+            for proc in procs:
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+
+
+def _commands() -> set[str]:
+    from django.core.management import get_commands
+
+    return set(get_commands())
