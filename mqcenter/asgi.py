@@ -8,7 +8,7 @@ from typing import Any
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mqcenter.settings")
 
-from django.core.asgi import get_asgi_application  # noqa: E402
+from django.core.asgi import get_asgi_application
 
 django_asgi_app = get_asgi_application()
 
@@ -17,12 +17,20 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from mqcenter.routing import websocket_urlpatterns  # noqa: E402
 
-router = ProtocolTypeRouter(
-    {
-        "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(URLRouter(websocket_urlpatterns)),
-    }
-)
+sockets = URLRouter(websocket_urlpatterns)
+# Console sockets ride on the session cookie, so their Origin must be ours; API sockets
+# (/ws/v1/...) authenticate with a bearer token and come from SDKs that send no Origin.
+console_sockets = AllowedHostsOriginValidator(sockets)
+
+
+async def websocket(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["path"].startswith("/ws/v1/"):
+        await sockets(scope, receive, send)
+    else:
+        await console_sockets(scope, receive, send)
+
+
+router = ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocket})
 
 
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:

@@ -4,4 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-websocket_urlpatterns: list[Any] = []
+from django.urls import path
+
+from registry.consumers import ConsumerWakeupSocket
+
+websocket_urlpatterns: list[Any] = [
+    path("ws/v1/consumer", ConsumerWakeupSocket.as_asgi()),
+]

@@ -6,10 +6,12 @@ os.environ.setdefault("DATABASE_URL", "mysql://root@127.0.0.1:3306/mqcenter")
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
 os.environ.setdefault("MQ_VAR_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), "var", "test"))
 
-from mqcenter.settings import *  # noqa: E402, F403
+from mqcenter.settings import *  # noqa: F403
 
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast test users
 
 # Parallel test runs (several developers on one machine) each get their own test database.
-DATABASES["default"].setdefault("TEST", {})["NAME"] = os.environ.get("MQ_TEST_DB_NAME", "test_mqcenter")
+DATABASES["default"].setdefault("TEST", {})["NAME"] = os.environ.get(  # noqa: F405
+    "MQ_TEST_DB_NAME", "test_mqcenter"
+)

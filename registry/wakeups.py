@@ -16,7 +16,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 from django.conf import settings
@@ -32,6 +32,7 @@ class WakeupHub:
         self.redis_url = redis_url
         self._lock = threading.Lock()
         self._waiters: dict[Pair, set[threading.Event]] = {}
+        self._callbacks: dict[Pair, set[Callable[[Pair], None]]] = {}
         self._listener: threading.Thread | None = None
         self._publisher = None
         # True while the Redis subscriber is connected (or when there is no Redis): waiting
@@ -58,15 +59,44 @@ class WakeupHub:
                     if not waiting:
                         del self._waiters[pair]
 
+    def listen(self, pairs: Iterable[Pair], callback: Callable[[Pair], None]) -> Callable[[], None]:
+        """Call `callback(pair)` (from the notifying thread) whenever a pair has work.
+
+        For push subscribers (WebSockets). Returns the function that stops listening.
+        """
+        self._ensure_listener()
+        pairs = list(pairs)
+        with self._lock:
+            for pair in pairs:
+                self._callbacks.setdefault(pair, set()).add(callback)
+
+        def stop() -> None:
+            with self._lock:
+                for pair in pairs:
+                    callbacks = self._callbacks.get(pair)
+                    if callbacks is not None:
+                        callbacks.discard(callback)
+                        if not callbacks:
+                            del self._callbacks[pair]
+
+        return stop
+
     def waiting_count(self) -> int:
         with self._lock:
             return sum(len(events) for events in self._waiters.values())
 
     def notify_local(self, pairs: Iterable[Pair]) -> None:
+        pairs = list(pairs)
         with self._lock:
             events = [event for pair in pairs for event in self._waiters.get(pair, ())]
+            calls = [(cb, pair) for pair in pairs for cb in self._callbacks.get(pair, ())]
         for event in events:
             event.set()
+        for callback, pair in calls:
+            try:
+                callback(pair)
+            except Exception:
+                logger.exception("wake-up callback failed")
 
     def fallback_seconds(self) -> float:
         base = settings.MQ_FALLBACK_POLL_SECONDS
@@ -137,7 +167,7 @@ class WakeupHub:
 
     def _wake_all(self) -> None:
         with self._lock:
-            pairs = list(self._waiters)
+            pairs = list(self._waiters) + list(self._callbacks)
         self.notify_local(pairs)
 
 

@@ -1,0 +1,54 @@
+"""The WebSocket wake-up channel for SDK consumers, against a real broker process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import websockets
+
+from tests.support.server import BrokerServer
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[tuple[BrokerServer, str]]:
+    server = BrokerServer("socket").setup()
+    try:
+        yield server, server.start()
+    finally:
+        server.teardown()
+
+
+def test_it_pushes_a_wake_up_when_a_subscribed_topic_gets_a_message(broker: Any) -> None:
+    server, url = broker
+
+    async def scenario() -> dict[str, Any]:
+        ws_url = url.replace("http://", "ws://") + "/ws/v1/consumer"
+        async with websockets.connect(ws_url, additional_headers={"Authorization": f"Bearer {server.token}"}) as ws:
+            await ws.send(json.dumps({"subscribe": [{"topic": "pushed", "group": "g"}]}))
+            assert json.loads(await asyncio.wait_for(ws.recv(), 5))["type"] == "subscribed"
+            async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {server.token}"}) as client:
+                response = await client.post("/api/v1/messages", json={"messages": [
+                    {"topic": "pushed", "group": "g", "data": 1}]})
+                assert response.status_code == 201
+            return json.loads(await asyncio.wait_for(ws.recv(), 5))
+
+    assert asyncio.run(scenario()) == {"type": "wake", "topic": "pushed", "group": "g"}
+
+
+def test_it_refuses_a_socket_without_a_valid_token(broker: Any) -> None:
+    _, url = broker
+
+    async def scenario() -> None:
+        ws_url = url.replace("http://", "ws://") + "/ws/v1/consumer?token=mq_nope_nope"
+        async with websockets.connect(ws_url) as ws:
+            await ws.recv()
+
+    with pytest.raises(websockets.exceptions.WebSocketException):
+        asyncio.run(scenario())
