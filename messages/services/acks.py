@@ -17,7 +17,9 @@ from django.utils import timezone
 from messages.models import Message, MessageTrace, Status, TraceEvent
 from messages.services.retry import retry_delay_seconds
 from messages.services.trace import trace_row, trace_write
+from mqcenter import metrics
 from mqcenter.auth import Principal
+from mqcenter.db import retry_on_lock_conflict
 from mqcenter.errors import Forbidden
 from registry.wakeups import wakeup_hub
 from topics.models import Topic
@@ -39,6 +41,7 @@ class AckResult:
     retry: bool = True  # False: fail permanently (an extension of API.md's ack)
 
 
+@retry_on_lock_conflict
 def messages_ack(*, principal: Principal, consumer: str, results: list[AckResult]) -> list[dict[str, Any]]:
     """Apply a consumer's results in one transaction; one outcome per result, in order.
 
@@ -87,17 +90,35 @@ def messages_ack(*, principal: Principal, consumer: str, results: list[AckResult
         trace_write(traces)
         if woken:
             transaction.on_commit(lambda: wakeup_hub().publish(woken))
+    for outcome in outcomes:
+        metrics.acked.labels(outcome["outcome"]).inc()
     return outcomes
 
 
 def _require_consume(principal: Principal, messages: Any, results: list[AckResult]) -> None:
     index_of = {r.id: i for i, r in enumerate(results)}
+    messages = list(messages)
+    owners = _topic_owners({m.topic for m in messages})
     for message in messages:
-        if not principal.may("consume", message.topic):
+        # The scope and the business line: a consume:* token of another biz is no holder.
+        if not principal.may("consume", message.topic) or not principal.may_biz(owners.get(message.topic)):
             raise Forbidden(
                 f"This token has no consume scope for topic {message.topic!r}.",
                 details={"field": f"results[{index_of[message.id]}].id", "topic": message.topic},
             )
+
+
+def _topic_owners(names: set[str]) -> dict[str, int | None]:
+    """Topic name -> owning business line id (absent: the topic row is gone)."""
+    return dict(Topic.objects.filter(name__in=names).values_list("name", "biz_id"))
+
+
+def _require_consume_topics(principal: Principal, names: set[str]) -> None:
+    owners = _topic_owners(names)
+    for name in sorted(names):
+        principal.require("consume", name)
+        if not principal.may_biz(owners.get(name)):
+            raise Forbidden(f"Topic {name!r} belongs to another business line.", details={"topic": name})
 
 
 def _fail(
@@ -145,6 +166,7 @@ def _repeat_or_stale(
     return {"id": message.id, "outcome": "stale"}
 
 
+@retry_on_lock_conflict
 def messages_extend(
     *, principal: Principal, consumer: str, ids: list[int], seconds: int
 ) -> list[dict[str, Any]]:
@@ -153,9 +175,7 @@ def messages_extend(
     expires = now + timedelta(seconds=min(seconds, MAX_EXTEND_SECONDS))
     with transaction.atomic():
         held = Message.objects.filter(id__in=ids, status=Status.RUNNING, lease_owner=consumer)
-        topics = set(held.values_list("topic", flat=True))
-        for topic in topics:
-            principal.require("consume", topic)
+        _require_consume_topics(principal, set(held.values_list("topic", flat=True)))
         held_ids = set(held.values_list("id", flat=True))
         held.update(lease_expires_at=expires, update_time=now)
     return [
@@ -164,6 +184,7 @@ def messages_extend(
     ]
 
 
+@retry_on_lock_conflict
 def messages_release(*, principal: Principal, consumer: str, ids: list[int]) -> list[dict[str, Any]]:
     """Hand back messages pulled but not started: NEW at once, no retry spent, and the
     delivery does not count as an attempt."""
@@ -172,8 +193,7 @@ def messages_release(*, principal: Principal, consumer: str, ids: list[int]) -> 
         held = list(
             Message.objects.select_for_update().filter(id__in=ids, status=Status.RUNNING, lease_owner=consumer)
         )
-        for message in held:
-            principal.require("consume", message.topic)
+        _require_consume_topics(principal, {m.topic for m in held})
         Message.objects.filter(id__in=[m.id for m in held]).update(
             status=Status.NEW, effect_time=now, lease_owner=None, lease_expires_at=None,
             attempt=F("attempt") - 1, update_time=now,

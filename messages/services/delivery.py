@@ -20,10 +20,13 @@ from django.db import connection, transaction
 from django.db.models import F, Min
 from django.utils import timezone
 
+from messages import sql
 from messages.models import Message, Status, TraceEvent
 from messages.services.retry import retry_delay_seconds
 from messages.services.trace import trace_row, trace_write
+from mqcenter import metrics
 from mqcenter.auth import Principal
+from mqcenter.db import retry_on_lock_conflict
 from registry.services import rank_cache
 from registry.wakeups import wakeup_hub
 from topics.models import DeliveryMode, Topic, TopicGroup
@@ -54,7 +57,8 @@ def messages_pull(
     delayed messages coming due.
     """
     principal.require("consume", topic)
-    deadline = time.monotonic() + wait_seconds
+    started = time.monotonic()
+    deadline = started + wait_seconds
     hub = wakeup_hub()
     with hub.waiter(topic, group) as wake:
         while True:
@@ -65,6 +69,9 @@ def messages_pull(
             )
             remaining = deadline - time.monotonic()
             if messages or remaining <= 0:
+                metrics.pull_wait.observe(time.monotonic() - started)
+                if messages:
+                    metrics.delivered.labels(topic, group).inc(len(messages))
                 return messages
             timeout = min(remaining, hub.fallback_seconds())
             if next_due is not None:
@@ -105,23 +112,21 @@ def messages_claim(
         claimed = _claim_queue(topic, group, consumer, max_messages, now, rank, total)
     if claimed:
         return claimed, None
-    return [], _next_due(topic, group, now)
+    return [], sql.next_due(topic, group, now)
 
 
+@retry_on_lock_conflict
 def _claim_queue(
     topic: str, group: str, consumer: str, limit: int, now: datetime, rank: int | None, total: int | None
 ) -> list[Message]:
     with transaction.atomic():
-        rows = list(
-            Message.objects.select_for_update(skip_locked=True)
-            .filter(topic=topic, group_name=group, status=Status.NEW, effect_time__lte=now)
-            .order_by("effect_time", "id")[:limit]
-        )
+        rows = sql.claimable_rows(topic, group, now, limit, lock=True)
         claimed = _lease(rows, consumer, now)
         _trace_pulled(claimed, consumer, now, rank, total)
     return claimed
 
 
+@retry_on_lock_conflict
 def _claim_serial(
     topic_group: TopicGroup, consumer: str, now: datetime, rank: int | None, total: int | None
 ) -> list[Message]:
@@ -139,6 +144,7 @@ def _claim_serial(
     return claimed
 
 
+@retry_on_lock_conflict
 def _claim_sharded(
     topic_group: TopicGroup, consumer: str, limit: int, now: datetime, rank: int | None, total: int | None
 ) -> list[Message]:
@@ -146,9 +152,8 @@ def _claim_sharded(
     scope = {"topic": topic_group.topic.name, "group_name": topic_group.name}
     with transaction.atomic():
         TopicGroup.objects.select_for_update().filter(pk=topic_group.pk).values_list("pk").first()
-        candidates = list(
-            Message.objects.filter(**scope, status=Status.NEW, effect_time__lte=now)
-            .order_by("effect_time", "id")[: limit * SHARD_LOOKAHEAD]
+        candidates = sql.claimable_rows(
+            topic_group.topic.name, topic_group.name, now, limit * SHARD_LOOKAHEAD, lock=False
         )
         keys = {m.key for m in candidates if m.key is not None}
         busy = set(
@@ -211,15 +216,6 @@ def _trace_pulled(
     )
 
 
-def _next_due(topic: str, group: str, now: datetime) -> datetime | None:
-    return (
-        Message.objects.filter(topic=topic, group_name=group, status=Status.NEW, effect_time__gt=now)
-        .order_by("effect_time")
-        .values_list("effect_time", flat=True)
-        .first()
-    )
-
-
 # --- lease recovery ----------------------------------------------------------------------
 
 _recovery_lock = threading.Lock()
@@ -237,6 +233,7 @@ def _recover_group_leases(topic: str, group: str) -> None:
     leases_recover(topic=topic, group=group)
 
 
+@retry_on_lock_conflict
 def leases_recover(*, topic: str | None = None, group: str | None = None, limit: int = 500) -> int:
     """Take back messages whose lease expired: NEW again after the retry policy's delay if
     retries remain (one is spent), else TIMEOUT (a dead letter). Bounded and idempotent;
@@ -272,4 +269,5 @@ def leases_recover(*, topic: str | None = None, group: str | None = None, limit:
         trace_write(traces)
         pairs = {(m.topic, m.group_name) for m in expired if m.status == Status.NEW}
         transaction.on_commit(lambda: wakeup_hub().publish(pairs))
+    metrics.leases_expired.inc(len(expired))
     return len(expired)

@@ -12,7 +12,9 @@ from django.utils import timezone
 
 from messages.models import Message, Status, TraceEvent
 from messages.services.trace import trace_row, trace_write
+from mqcenter import metrics
 from mqcenter.auth import Principal
+from mqcenter.db import retry_on_lock_conflict
 from mqcenter.errors import Forbidden, InvalidRequest
 from registry.wakeups import wakeup_hub
 from topics.models import Topic
@@ -56,6 +58,7 @@ class ProduceResult:
         }
 
 
+@retry_on_lock_conflict
 def messages_produce(*, principal: Principal, items: list[ProduceItem]) -> list[ProduceResult]:
     """Store every item (one copy per group for broadcasts) in one transaction.
 
@@ -81,6 +84,7 @@ def messages_produce(*, principal: Principal, items: list[ProduceItem]) -> list[
             with transaction.atomic():
                 results, woken = _store(principal, items)
                 transaction.on_commit(lambda pairs=woken: wakeup_hub().publish(pairs))
+            _count(results)
             return results
         except IntegrityError:
             if attempt == DEDUP_RACE_RETRIES:
@@ -125,6 +129,11 @@ def _store(principal: Principal, items: list[ProduceItem]) -> tuple[list[Produce
         ProduceResult(m.id, m.topic, m.group_name, m.status, duplicate) for m, duplicate in entries
     ]
     return results, {(r.topic, r.group_name) for r in new_rows}
+
+
+def _count(results: list[ProduceResult]) -> None:
+    for result in results:
+        (metrics.duplicates if result.duplicate else metrics.produced).labels(result.topic).inc()
 
 
 def _message_row(item: ProduceItem, topic: Topic, group: str, now: datetime) -> Message:
