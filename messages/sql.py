@@ -60,3 +60,18 @@ def next_due(topic: str, group: str, now: datetime) -> datetime | None:
         .values_list("effect_time", flat=True)
         .first()
     )
+
+
+def group_head(topic: str, group: str, status: str) -> Message | None:
+    """The lowest-id message of a group in a status, along `ix_msg_order`: the primary key
+    would read the group's whole finished history first."""
+    if is_mysql():
+        rows = list(
+            Message.objects.raw(
+                f"SELECT {MESSAGE_COLUMNS} FROM mq_message FORCE INDEX (ix_msg_order) "  # noqa: S608 - columns from the model
+                "WHERE topic = %s AND group_name = %s AND status = %s ORDER BY id LIMIT 1",
+                [topic, group, status],
+            )
+        )
+        return rows[0] if rows else None
+    return Message.objects.filter(topic=topic, group_name=group, status=status).order_by("id").first()

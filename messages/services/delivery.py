@@ -131,12 +131,11 @@ def _claim_serial(
     topic_group: TopicGroup, consumer: str, now: datetime, rank: int | None, total: int | None
 ) -> list[Message]:
     """The group's lowest-id unfinished message, once nothing of the group is running."""
-    scope = {"topic": topic_group.topic.name, "group_name": topic_group.name}
     with transaction.atomic():
         TopicGroup.objects.select_for_update().filter(pk=topic_group.pk).values_list("pk").first()
-        if Message.objects.filter(**scope, status=Status.RUNNING).exists():
+        if sql.group_head(topic_group.topic.name, topic_group.name, Status.RUNNING) is not None:
             return []
-        head = Message.objects.filter(**scope, status=Status.NEW).order_by("id").first()
+        head = sql.group_head(topic_group.topic.name, topic_group.name, Status.NEW)
         if head is None or head.effect_time > now:
             return []  # an earlier message waits for its retry: order beats throughput
         claimed = _lease([head], consumer, now)

@@ -1,0 +1,72 @@
+"""The claim path's query plans: an index range in claim order, whatever the table holds."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from messages.models import Message, Status
+
+pytestmark = pytest.mark.django_db
+
+
+def fill(count: int, status: str, *, topic: str = "busy", delay: timedelta = timedelta(0)) -> None:
+    now = timezone.now()
+    Message.objects.bulk_create(
+        [
+            Message(topic=topic, group_name="default", data="1", status=status, effect_time=now + delay,
+                    add_time=now, update_time=now)
+            for _ in range(count)
+        ],
+        batch_size=1000,
+    )
+
+
+def explain(sql: str, params: list[object]) -> list[dict[str, object]]:
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + sql, params)
+        columns = [c[0] for c in cursor.description]
+        return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+
+
+@pytest.mark.skipif(connection.vendor != "mysql", reason="FORCE INDEX plans are MySQL/MariaDB's")
+def test_it_claims_along_the_claim_index_without_sorting_the_backlog() -> None:
+    fill(3000, Status.SUCCESS)  # finished history
+    fill(500, Status.NEW, delay=timedelta(hours=1))  # delayed
+    fill(50, Status.NEW)  # deliverable
+    fill(2000, Status.NEW, topic="other")
+    from messages import sql
+
+    plan = explain(
+        "SELECT id FROM mq_message FORCE INDEX (ix_msg_claim) WHERE topic = %s AND group_name = %s "
+        "AND status = %s AND effect_time <= %s ORDER BY effect_time, id LIMIT 100 FOR UPDATE SKIP LOCKED",
+        ["busy", "default", Status.NEW, timezone.now()],
+    )
+    assert plan[0]["key"] == "ix_msg_claim"
+    assert plan[0]["type"] == "range"
+    assert "filesort" not in str(plan[0]["Extra"]).lower()
+    # Only the deliverable rows are in the range, not the finished or delayed ones.
+    assert int(plan[0]["rows"]) < 500
+    rows = sql.claimable_rows("busy", "default", timezone.now(), 100, lock=False)
+    assert len(rows) == 50
+
+
+@pytest.mark.skipif(connection.vendor != "mysql", reason="MySQL/MariaDB plans")
+def test_it_finds_the_head_of_a_serial_group_with_one_index_probe() -> None:
+    fill(3000, Status.SUCCESS)
+    fill(200, Status.NEW)
+    from messages import sql
+
+    plan = explain(
+        "SELECT id FROM mq_message FORCE INDEX (ix_msg_order) WHERE topic = %s AND group_name = %s "
+        "AND status = %s ORDER BY id LIMIT 1",
+        ["busy", "default", Status.NEW],
+    )
+    assert plan[0]["key"] == "ix_msg_order"
+    assert "filesort" not in str(plan[0]["Extra"]).lower()
+    head = sql.group_head("busy", "default", Status.NEW)
+    assert head is not None
+    assert head.id == Message.objects.filter(status=Status.NEW).order_by("id").first().id
