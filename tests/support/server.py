@@ -7,6 +7,7 @@ clients do. Databases are named per purpose (`mq_e2e_<name>`) so suites do not c
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -29,10 +30,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def mysql_recreate(database: str) -> None:
+def mysql_recreate(database: str, port: int = 3306) -> None:
     import MySQLdb
 
-    conn = MySQLdb.connect(host="127.0.0.1", user="root", port=3306)
+    conn = MySQLdb.connect(host="127.0.0.1", user="root", port=port)
     try:
         cur = conn.cursor()
         cur.execute(f"DROP DATABASE IF EXISTS `{database}`")
@@ -41,10 +42,10 @@ def mysql_recreate(database: str) -> None:
         conn.close()
 
 
-def mysql_drop(database: str) -> None:
+def mysql_drop(database: str, port: int = 3306) -> None:
     import MySQLdb
 
-    conn = MySQLdb.connect(host="127.0.0.1", user="root", port=3306)
+    conn = MySQLdb.connect(host="127.0.0.1", user="root", port=port)
     try:
         conn.cursor().execute(f"DROP DATABASE IF EXISTS `{database}`")
     finally:
@@ -54,9 +55,15 @@ def mysql_drop(database: str) -> None:
 class BrokerServer:
     """A database plus any number of broker processes sharing it."""
 
-    def __init__(self, name: str, *, database_url: str | None = None, extra_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, name: str, *, database_url: str | None = None, extra_env: dict[str, str] | None = None,
+        mysql_port: int = 3306,
+    ) -> None:
         self.database = f"mq_e2e_{name}"
-        self.database_url = database_url or f"{MYSQL_URL}/{self.database}"
+        self.mysql_port = mysql_port
+        self.database_url = database_url or (
+            f"{MYSQL_URL}/{self.database}" if mysql_port == 3306 else f"mysql://root@127.0.0.1:{mysql_port}/{self.database}"
+        )
         self.env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "mqcenter.settings",
@@ -73,7 +80,7 @@ class BrokerServer:
 
     def setup(self) -> BrokerServer:
         if self.database_url.startswith("mysql"):
-            mysql_recreate(self.database)
+            mysql_recreate(self.database, self.mysql_port)
         self.manage("migrate", "-v0")
         self.token = self.manage("createtoken", "--scope", "admin").strip()
         return self
@@ -128,7 +135,9 @@ class BrokerServer:
     def teardown(self) -> None:
         self.stop()
         if self.database_url.startswith("mysql"):
-            mysql_drop(self.database)
+            # A fault test may have left its private server down: nothing left to drop.
+            with contextlib.suppress(Exception):
+                mysql_drop(self.database, self.mysql_port)
 
     # --- a client ------------------------------------------------------------------------
 
@@ -142,7 +151,7 @@ class BrokerServer:
         """Read the broker's database directly (to check what is really stored)."""
         import MySQLdb
 
-        conn = MySQLdb.connect(host="127.0.0.1", user="root", port=3306, db=self.database)
+        conn = MySQLdb.connect(host="127.0.0.1", user="root", port=self.mysql_port, db=self.database)
         try:
             cur = conn.cursor()
             cur.execute(query, params)
