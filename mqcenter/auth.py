@@ -191,9 +191,10 @@ class TokenRateThrottle(SimpleRateThrottle):
 
     def get_cache_key(self, request: Request, view: Any) -> str | None:
         principal = request.user
-        if not isinstance(principal, Principal) or principal.token_id is None:
+        if not isinstance(principal, Principal) or not isinstance(request.auth, str):
             return None
-        return f"throttle_token_{principal.token_id}"
+        # Keyed by the token itself (hashed), not its row id, which a rebuilt database reuses.
+        return f"throttle_token_{token_hash(request.auth)[:24]}"
 
     def allow_request(self, request: Request, view: Any) -> bool:
         # The rate limit lives in the cache (Redis in production). Redis is not on the

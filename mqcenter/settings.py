@@ -221,6 +221,11 @@ SPECTACULAR_SETTINGS = {
     },
     "SECURITY": [{"bearer": []}],
     "AUTHENTICATION_WHITELIST": [],
+    "ENUM_NAME_OVERRIDES": {
+        "MessageStatusEnum": ["NEW", "RUNNING", "SUCCESS", "FAIL", "TIMEOUT"],
+        "AckStatusEnum": ["SUCCESS", "FAIL"],
+        "EditableStatusEnum": ["NEW", "SUCCESS", "FAIL", "TIMEOUT"],
+    },
     # Served from this server (no CDN), split so the CSP needs no inline script.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
@@ -277,6 +282,8 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
+# Several deployments (or test runs) can share one Redis by using queues of their own.
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE", "celery")
 
 # --- e-mail ------------------------------------------------------------------------------
 EMAIL_BACKEND = os.environ.get(
