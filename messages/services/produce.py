@@ -7,11 +7,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from messages.models import Message, Status, TraceEvent
 from messages.services.trace import trace_row, trace_write
+from messages.sql import insert_rows
 from mqcenter import metrics
 from mqcenter.auth import Principal
 from mqcenter.db import retry_on_lock_conflict
@@ -177,16 +178,5 @@ def _existing_by_dedup(rows: list[Message]) -> dict[tuple[str, str, str | None],
 
 
 def _insert(rows: list[Message]) -> None:
-    """Insert rows and learn their ids.
-
-    Backends that return ids from a multi-row INSERT (MariaDB >= 10.5, PostgreSQL, SQLite)
-    take one statement per chunk; others (MySQL 8, TiDB) insert row by row, because their
-    auto-increment values within one statement are not guaranteed consecutive.
-    """
-    if not rows:
-        return
-    if connection.features.can_return_rows_from_bulk_insert:
-        Message.objects.bulk_create(rows, batch_size=500)
-    else:
-        for row in rows:
-            row.save(force_insert=True)
+    """Insert rows and learn their ids (one statement per chunk where the backend allows)."""
+    insert_rows(Message, rows, return_ids=True)

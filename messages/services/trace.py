@@ -34,6 +34,6 @@ def trace_row(
 
 
 def trace_write(rows: Iterable[MessageTrace]) -> None:
-    rows = list(rows)
-    if rows:
-        MessageTrace.objects.bulk_create(rows)
+    from messages.sql import insert_rows
+
+    insert_rows(MessageTrace, list(rows), return_ids=False)
