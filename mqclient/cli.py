@@ -6,6 +6,7 @@ Options override the ``MQ_*`` environment variables (see :mod:`mqclient.config`)
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
 import os
@@ -116,7 +117,7 @@ def _produce(args: argparse.Namespace) -> int:
                 )
             ]
     for receipt in receipts:
-        print(json.dumps(vars(receipt) if hasattr(receipt, "__dict__") else receipt.__repr__()))
+        print(json.dumps(dataclasses.asdict(receipt)))
     return 0
 
 

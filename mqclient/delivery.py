@@ -16,6 +16,11 @@ if TYPE_CHECKING:
 #: Assume the answer reached us this long after the broker started the lease.
 LEASE_SAFETY_MARGIN = 0.5
 
+#: Shortest lease extension asked for. A message with a 1 s timeout would otherwise need an
+#: extend call every half second, and one slow call would lose it; a crashed consumer's
+#: messages still come back within seconds.
+MIN_EXTEND_SECONDS = 5
+
 
 class State(enum.Enum):
     READY = "ready"  # pulled, waiting for a free slot (only with prefetch)
@@ -37,7 +42,7 @@ class Delivery:
     message: Message
     subscription: Subscription
     received_at: float
-    lease_seconds: int
+    lease_seconds: int  # how long each extension asks for
     lease_deadline: float
     timeout: float
     started_at: float | None = None
@@ -60,6 +65,7 @@ class Delivery:
         now = time.monotonic()
         lease = max(1, int(message.timeout_seconds))
         remaining = float(lease)
+
         if message.lease_expires_at is not None:
             wall = (message.lease_expires_at - datetime.now(UTC)).total_seconds()
             if 0 < wall < remaining:
@@ -68,7 +74,7 @@ class Delivery:
             message=message,
             subscription=subscription,
             received_at=now,
-            lease_seconds=lease,
+            lease_seconds=max(lease, MIN_EXTEND_SECONDS),
             lease_deadline=now + remaining - LEASE_SAFETY_MARGIN,
             timeout=float(timeout if timeout is not None else message.timeout_seconds),
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -37,7 +38,9 @@ class Heartbeat:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mqclient-heartbeat", daemon=True)
 
-    def beat(self, *, deadline: float | None = None) -> dict[str, Any]:
+    def beat(
+        self, *, deadline: float | None = None, should_stop: Callable[[], bool] | None = None
+    ) -> dict[str, Any]:
         """Send one heartbeat; adopt the interval and broker list it answers."""
         answer = (
             self.transport.call(
@@ -45,6 +48,7 @@ class Heartbeat:
                 "/api/v1/registry/consumers",
                 json={"consumer": self.consumer_id, "subscriptions": self.subscriptions},
                 deadline=deadline,
+                should_stop=should_stop or self._stop.is_set,
             )
             or {}
         )

@@ -69,10 +69,14 @@ class LeaseKeeper:
         now = time.monotonic()
         due: dict[int, list[Delivery]] = defaultdict(list)
         for delivery in self.deliveries():
-            if delivery.state is State.RUNNING and delivery.started_at is not None:
-                if now - delivery.started_at > delivery.timeout:
-                    self.on_timeout(delivery)
-                    continue
+            started = delivery.started_at
+            if (
+                delivery.state is State.RUNNING
+                and started is not None
+                and now - started > delivery.timeout
+            ):
+                self.on_timeout(delivery)
+                continue
             if delivery.state not in (State.READY, State.RUNNING) or delivery.stale:
                 continue
             if delivery.lease_deadline - now < extend_threshold(delivery):

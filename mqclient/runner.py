@@ -29,7 +29,7 @@ from mqclient.acker import Acker
 from mqclient.config import ClientConfig
 from mqclient.consumer import ConsumerSpec
 from mqclient.delivery import Delivery, Result, State
-from mqclient.errors import ConfigurationError, MQClientError
+from mqclient.errors import APIError, ConfigurationError, MQClientError
 from mqclient.heartbeat import Heartbeat
 from mqclient.leases import LeaseKeeper
 from mqclient.message import AckOutcome, Message
@@ -140,11 +140,21 @@ class Runner:
         if install_signals and threading.current_thread() is threading.main_thread():
             self.install_signal_handlers()
         try:
-            self.heartbeat.beat()
+            self.heartbeat.beat(
+                deadline=min(10.0, self.config.retry_deadline), should_stop=lambda: self.stopping
+            )
+        except APIError as exc:
+            if exc.status < 500:  # a bad token or scope: running on would only fail every pull
+                logger.error("could not register consumer %s: %s", self.consumer_id, exc)
+                self.transport.close()
+                return 2
+            logger.warning("registering failed, consuming anyway and retrying: %s", exc)
         except MQClientError as exc:
-            logger.error("could not register consumer %s: %s", self.consumer_id, exc)
-            self.transport.close()
-            return 2
+            # No broker reachable right now: the pullers and the heartbeat keep trying.
+            logger.warning("registering failed, consuming anyway and retrying: %s", exc)
+        if self.stopping:
+            self.heartbeat.leave()
+            return 0
         logger.info(
             "consumer %s started: %s",
             self.consumer_id,

@@ -51,7 +51,7 @@ def invoke(spec: ConsumerSpec, message: Message) -> tuple[str, str, bool]:
             value = asyncio.run(_awaited(value))
     except Reject as exc:
         return "FAIL", _truncate(f"rejected: {exc}" if str(exc) else "rejected"), False
-    except BaseException as exc:  # a handler's SystemExit must not kill the worker thread
+    except BaseException as exc:  # noqa: BLE001 - a handler's SystemExit must not kill the pool
         return "FAIL", failure_log(exc), True
     return "SUCCESS", _truncate(value) if isinstance(value, str) else "", True
 

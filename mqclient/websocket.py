@@ -1,14 +1,16 @@
 """Optional WebSocket mode: push wake-ups instead of held long-polls.
 
 With ``MQ_WEBSOCKET=1`` (and the ``websockets`` package installed) the runner keeps one
-WebSocket to a broker, ``ws://<broker>/ws/v1/consumer?token=...``, subscribed to its
-(topic, group) pairs. While it is connected, pulls do not long-poll: an empty pull waits for a
-push (``{"type": "wakeup", "topic": ..., "group": ...}``) or, as a fallback for a lost one,
-``wait_seconds``. No HTTP request is held open per subscription and a stop is immediate.
+WebSocket to a broker, ``ws://<broker>/ws/v1/consumer?token=...``. It sends
+``{"subscribe": [{"topic": ..., "group": ...}, ...]}``; the broker confirms with
+``{"type": "subscribed", ...}`` and then pushes ``{"type": "wake", "topic", "group"}`` when a
+pair has deliverable work. While subscribed, pulls do not long-poll: an empty pull waits for a
+wake-up, or ``wait_seconds`` as the fallback for a lost one. No HTTP request is held open per
+subscription, and a stop does not wait for an outstanding long-poll. Messages themselves are
+always claimed with ``POST /api/v1/pull``; the socket carries no message data.
 
-This is best-effort by design: if the socket cannot connect or drops, the runner goes straight
-back to long-polling, which is always correct on its own. Any other event the broker pushes
-(e.g. live broadcasts) is logged at debug level.
+This is best-effort by design: if the socket cannot connect, is refused or drops, the runner
+goes straight back to long-polling, which is always correct on its own.
 """
 
 from __future__ import annotations
@@ -57,8 +59,9 @@ class WakeupListener:
     def stop(self) -> None:
         self._stop.set()
         self.connected = False
-        if self._socket is not None:
-            self._socket.close()
+        socket = self._socket
+        if socket is not None:
+            socket.close()
         for event in self._events.values():
             event.set()
         self._thread.join(5)
@@ -72,15 +75,15 @@ class WakeupListener:
         return 0 if self.connected else default
 
     def wait(self, sub: Subscription) -> None:
-        """After an empty pull: wait for a push (or the fallback interval) if connected."""
+        """After an empty pull: wait for a push (or the fallback interval) if subscribed."""
         if not self.connected:
             return
         event = self._events[(sub.topic, sub.group)]
         waited = 0.0
         while waited < self.runner.config.wait_seconds and not self.runner.stopping:
-            if event.wait(0.5) or not self.connected:
+            if event.wait(0.25) or not self.connected:
                 return
-            waited += 0.5
+            waited += 0.25
 
     # ------------------------------------------------------------------ the socket
 
@@ -93,7 +96,7 @@ class WakeupListener:
                 try:
                     self._session(broker)
                     pause = 1.0
-                except Exception as exc:  # any failure means: long-poll until we reconnect
+                except Exception as exc:  # noqa: BLE001 - any failure means: long-poll for now
                     logger.info("websocket to %s unavailable: %s", broker, exc)
                 finally:
                     self._disconnected()
@@ -101,53 +104,42 @@ class WakeupListener:
             pause = min(pause * 2, 30.0)
 
     def _session(self, broker: str) -> None:
-        url = websocket_url(broker, self.runner.config.token)
-        headers = (
-            {"Authorization": f"Bearer {self.runner.config.token}"}
-            if self.runner.config.token
-            else None
-        )
-        with connect(url, additional_headers=headers, open_timeout=5) as socket:
+        token = self.runner.config.token
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        with connect(
+            websocket_url(broker, token), additional_headers=headers, open_timeout=5
+        ) as socket:
             self._socket = socket
-            socket.send(
-                json.dumps(
-                    {
-                        "type": "subscribe",
-                        "consumer": self.runner.consumer_id,
-                        "subscriptions": [
-                            {"topic": topic, "group": group} for topic, group in self._events
-                        ],
-                    }
-                )
-            )
-            # Trust pushes only once the broker has said something back: a broker that ignores
-            # our subscribe would otherwise leave pullers waiting on pushes that never come.
-            logger.info("websocket connected to %s, waiting for the broker to answer", broker)
+            pairs = [{"topic": topic, "group": group} for topic, group in self._events]
+            socket.send(json.dumps({"subscribe": pairs}))
+            # Pushes are trusted only once the broker confirms the subscription; until then (or
+            # if it refuses) the pullers keep long-polling.
             while not self._stop.is_set():
                 try:
                     raw = socket.recv(timeout=1.0)
                 except TimeoutError:
                     continue
-                self._handle(raw)
+                self._handle(raw, broker)
 
-    def _handle(self, raw: str | bytes) -> None:
+    def _handle(self, raw: str | bytes, broker: str) -> None:
         try:
             event: Any = json.loads(raw)
         except ValueError:
             return
         if not isinstance(event, dict):
             return
-        if not self.connected:
+        kind = event.get("type")
+        if kind == "subscribed":
             self.connected = True
-            logger.info("websocket subscription confirmed: push wake-ups on")
-        if event.get("type") in {"wakeup", "wake", "message"}:
-            key = (str(event.get("topic")), str(event.get("group")))
-            if key in self._events:
-                self._events[key].set()
-            elif event.get("group") is None:  # a topic-wide wake-up
-                for (topic, _group), flag in self._events.items():
-                    if topic == event.get("topic"):
-                        flag.set()
+            logger.info("websocket subscribed on %s: push wake-ups on", broker)
+            for flag in self._events.values():  # pull once now, then wait for pushes
+                flag.set()
+        elif kind == "wake":
+            woken = self._events.get((str(event.get("topic")), str(event.get("group"))))
+            if woken is not None:
+                woken.set()
+        elif kind == "error":
+            logger.warning("websocket subscription refused: %s", event.get("message"))
         else:
             logger.debug("websocket event %s", event)
 

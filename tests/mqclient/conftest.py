@@ -3,10 +3,16 @@ the real-server fixtures live in sdk_e2e.py and are used by test_sdk_e2e_*.py.""
 
 from __future__ import annotations
 
+import re
+import signal
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from sdk_fakebroker import FakeBroker, FakeQueue
+
+from tests.mqclient.sdk_e2e import ROOT, Broker, Cluster, Scenario, mysql_admin
+from tests.mqclient.sdk_fakebroker import FakeBroker, FakeQueue
 
 
 @pytest.fixture
@@ -22,16 +28,6 @@ def queue_broker(fake_queue: FakeQueue) -> Iterator[FakeBroker]:
 
 
 # --------------------------------------------------------------------------- end to end
-
-import re  # noqa: E402
-import uuid  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-
-from sdk_e2e import ROOT, Admin, Broker, Cluster, Process, mysql_admin  # noqa: E402
-
-from mqclient import Producer  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -56,43 +52,23 @@ def shared_brokers(e2e_cluster: Cluster) -> list[Broker]:
     return [e2e_cluster.start_broker(), e2e_cluster.start_broker()]
 
 
-@dataclass
-class Scenario:
-    """One test's topic, events file, brokers and consumer processes."""
-
-    cluster: Cluster
-    topic: str
-    events: Path
-    brokers: list[str]
-    consumers: list[Process] = field(default_factory=list)
-
-    @property
-    def admin(self) -> Admin:
-        return Admin(lambda: self.brokers, self.cluster.token)
-
-    def consumer(self, name: str, *, brokers: list[str] | None = None, **settings: Any) -> Process:
-        settings.setdefault("topic", self.topic)
-        proc = self.cluster.start_consumer(
-            f"{name}-{uuid.uuid4().hex[:4]}", brokers or self.brokers, self.events, **settings
-        )
-        self.consumers.append(proc)
-        return proc
-
-    def producer(self, **options: Any) -> Producer:
-        return Producer(self.brokers, self.cluster.token, **options)
-
-
 @pytest.fixture
 def scenario(
-    e2e_cluster: Cluster, shared_brokers: list[Broker], tmp_path: Path,
+    e2e_cluster: Cluster,
+    shared_brokers: list[Broker],
+    tmp_path: Path,
     request: pytest.FixtureRequest,
 ) -> Iterator[Scenario]:
     name = re.sub(r"[^A-Za-z0-9]+", "-", request.node.name.removeprefix("test_"))[:60]
     run = Scenario(
-        cluster=e2e_cluster, topic=f"e2e.{name}.{uuid.uuid4().hex[:6]}",
-        events=tmp_path / "events.jsonl", brokers=[b.url for b in shared_brokers],
+        cluster=e2e_cluster,
+        topic=f"e2e.{name}.{uuid.uuid4().hex[:6]}",
+        events=tmp_path / "events.jsonl",
+        brokers=[b.url for b in shared_brokers],
     )
     yield run
+    for proc in run.consumers:  # stop them together: each may finish a poll first
+        proc.signal(signal.SIGTERM)
     for proc in run.consumers:
         proc.stop()
     # Shown by pytest only when the test failed.

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 import httpx
+
+from mqclient import Producer
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -59,8 +62,12 @@ def mysql_admin(statement: str) -> None:
     import MySQLdb  # mysqlclient, which the server needs anyway
 
     url = urlparse(MYSQL_URL)
-    conn = MySQLdb.connect(host=url.hostname or "127.0.0.1", port=url.port or 3306,
-                           user=url.username or "root", passwd=url.password or "")
+    conn = MySQLdb.connect(
+        host=url.hostname or "127.0.0.1",
+        port=url.port or 3306,
+        user=url.username or "root",
+        passwd=url.password or "",
+    )
     try:
         conn.cursor().execute(statement)
     finally:
@@ -102,9 +109,7 @@ class Process:
 def spawn(name: str, args: list[str], env: dict[str, str], workdir: Path) -> Process:
     log = workdir / f"{name}.log"
     handle = log.open("wb")
-    popen = subprocess.Popen(  # noqa: S603 - our own interpreter and scripts
-        args, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT
-    )
+    popen = subprocess.Popen(args, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
     handle.close()
     return Process(name, popen, log)
 
@@ -130,10 +135,22 @@ class Cluster:
         mysql_admin(f"DROP DATABASE IF EXISTS `{DB_NAME}`")
         mysql_admin(f"CREATE DATABASE `{DB_NAME}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
         manage = [PYTHON, str(ROOT / "manage.py")]
-        subprocess.run([*manage, "migrate", "-v0"], cwd=ROOT, env=self.server_env, check=True,
-                       capture_output=True, timeout=300)
-        made = subprocess.run([*manage, "createtoken", "--scope", "admin"], cwd=ROOT,
-                              env=self.server_env, check=True, capture_output=True, timeout=60)
+        subprocess.run(
+            [*manage, "migrate", "-v0"],
+            cwd=ROOT,
+            env=self.server_env,
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+        made = subprocess.run(
+            [*manage, "createtoken", "--scope", "admin"],
+            cwd=ROOT,
+            env=self.server_env,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
         self.token = made.stdout.decode().strip().splitlines()[-1]
 
     def drop_database(self) -> None:
@@ -143,9 +160,17 @@ class Cluster:
         port = port or free_port()
         proc = spawn(
             f"broker-{port}",
-            [PYTHON, str(ROOT / "manage.py"), "runbroker", "--host", "127.0.0.1",
-             "--port", str(port)],
-            self.server_env, self.workdir,
+            [
+                PYTHON,
+                str(ROOT / "manage.py"),
+                "runbroker",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            self.server_env,
+            self.workdir,
         )
         self.processes.append(proc)
         broker = Broker(f"http://127.0.0.1:{port}", proc)
@@ -166,20 +191,23 @@ class Cluster:
     ) -> Process:
         """``python -m mqclient run sdk_e2e_consumers`` configured through E2E_* variables."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MQ_", "E2E_"))}
-        env.update({
-            "MQ_BROKERS": ",".join(brokers),
-            "MQ_TOKEN": self.token,
-            "MQ_WAIT_SECONDS": "3",
-            "MQ_LOG_FORMAT": "json",
-            "E2E_EVENTS": str(events),
-            "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT)]),
-            "PYTHONUNBUFFERED": "1",
-        })
+        env.update(
+            {
+                "MQ_BROKERS": ",".join(brokers),
+                "MQ_TOKEN": self.token,
+                "MQ_WAIT_SECONDS": "3",
+                "MQ_LOG_FORMAT": "json",
+                "E2E_EVENTS": str(events),
+                "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT)]),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         for key, value in settings.items():
             prefix = "" if key.startswith("MQ_") else "E2E_"
             env[prefix + key.upper()] = str(value)
-        proc = spawn(name, [PYTHON, "-m", "mqclient", "run", "sdk_e2e_consumers"], env,
-                     self.workdir)
+        proc = spawn(
+            name, [PYTHON, "-m", "mqclient", "run", "sdk_e2e_consumers"], env, self.workdir
+        )
         self.processes.append(proc)
         return proc
 
@@ -212,7 +240,9 @@ class Admin:
             except httpx.TransportError as exc:
                 last = exc
                 continue
-            assert response.status_code < 300, f"{method} {path}: {response.status_code} {response.text}"
+            assert response.status_code < 300, (
+                f"{method} {path}: {response.status_code} {response.text}"
+            )
             return response.json() if response.content else None
         raise AssertionError(f"no broker answered {method} {path}: {last}")
 
@@ -248,7 +278,9 @@ def read_events(path: Path) -> list[dict[str, Any]]:
 def max_overlap(events: list[dict[str, Any]]) -> int:
     """Most handlers running at the same moment, from start/end events."""
     points = sorted(
-        (e["t"], 1 if e["event"] == "start" else -1) for e in events if e["event"] in {"start", "end"}
+        (e["t"], 1 if e["event"] == "start" else -1)
+        for e in events
+        if e["event"] in {"start", "end"}
     )
     running = peak = 0
     for _, delta in points:
@@ -266,3 +298,29 @@ def statuses(messages: list[dict[str, Any]]) -> dict[str, int]:
 
 def iter_trace(detail: dict[str, Any], event: str) -> Iterator[dict[str, Any]]:
     return (item for item in detail["trace"] if item["event"] == event)
+
+
+@dataclass
+class Scenario:
+    """One test's topic, events file, brokers and consumer processes."""
+
+    cluster: Cluster
+    topic: str
+    events: Path
+    brokers: list[str]
+    consumers: list[Process] = field(default_factory=list)
+
+    @property
+    def admin(self) -> Admin:
+        return Admin(lambda: self.brokers, self.cluster.token)
+
+    def consumer(self, name: str, *, brokers: list[str] | None = None, **settings: Any) -> Process:
+        settings.setdefault("topic", self.topic)
+        proc = self.cluster.start_consumer(
+            f"{name}-{uuid.uuid4().hex[:4]}", brokers or self.brokers, self.events, **settings
+        )
+        self.consumers.append(proc)
+        return proc
+
+    def producer(self, **options: Any) -> Producer:
+        return Producer(self.brokers, self.cluster.token, **options)

@@ -24,10 +24,20 @@ TIMEOUT = float(os.environ["E2E_TIMEOUT"]) if os.environ.get("E2E_TIMEOUT") else
 
 
 def record(event: str, message: Message) -> None:
-    line = json.dumps({
-        "event": event, "id": message.id, "group": message.group, "attempt": message.attempt,
-        "data": message.data, "pid": os.getpid(), "t": time.time(),
-    }) + "\n"
+    line = (
+        json.dumps(
+            {
+                "event": event,
+                "id": message.id,
+                "group": message.group,
+                "attempt": message.attempt,
+                "data": message.data,
+                "pid": os.getpid(),
+                "t": time.time(),
+            }
+        )
+        + "\n"
+    )
     fd = os.open(EVENTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line.encode())  # one O_APPEND write: lines from many processes never mix
@@ -46,6 +56,9 @@ def handle(message: Message) -> str:
 
 for _group in GROUPS:
     consumer(
-        TOPIC, group=_group, concurrency=int(os.environ.get("E2E_CONCURRENCY", "4")),
-        timeout=TIMEOUT, prefetch=int(os.environ.get("E2E_PREFETCH", "0")),
+        TOPIC,
+        group=_group,
+        concurrency=int(os.environ.get("E2E_CONCURRENCY", "4")),
+        timeout=TIMEOUT,
+        prefetch=int(os.environ.get("E2E_PREFETCH", "0")),
     )(handle)

@@ -39,15 +39,26 @@ class FakeQueue:
     next_id: int = 1
     lock: threading.Condition = field(default_factory=threading.Condition)
 
-    def add(self, topic: str, data: Any, *, timeout_seconds: int = 60, group: str = "default") -> int:
+    def add(
+        self, topic: str, data: Any, *, timeout_seconds: int = 60, group: str = "default"
+    ) -> int:
         with self.lock:
             mid = self.next_id
             self.next_id += 1
             self.messages[mid] = {
-                "id": mid, "topic": topic, "group": group, "data": data, "key": None,
-                "headers": {}, "attempt": 0, "retry_remaining": 3,
-                "timeout_seconds": timeout_seconds, "status": "NEW", "consumer": None,
-                "lease_until": 0.0, "acks": [],
+                "id": mid,
+                "topic": topic,
+                "group": group,
+                "data": data,
+                "key": None,
+                "headers": {},
+                "attempt": 0,
+                "retry_remaining": 3,
+                "timeout_seconds": timeout_seconds,
+                "status": "NEW",
+                "consumer": None,
+                "lease_until": 0.0,
+                "acks": [],
             }
             self.lock.notify_all()
             return mid
@@ -61,8 +72,10 @@ class FakeQueue:
                     if msg["status"] == "RUNNING" and msg["lease_until"] < now:
                         msg["status"] = "NEW"
                 found = [
-                    m for m in self.messages.values()
-                    if m["status"] == "NEW" and m["topic"] == body["topic"]
+                    m
+                    for m in self.messages.values()
+                    if m["status"] == "NEW"
+                    and m["topic"] == body["topic"]
                     and m["group"] == body["group"]
                 ][: int(body["max_messages"])]
                 if found or now >= deadline:
@@ -73,11 +86,25 @@ class FakeQueue:
                 msg["attempt"] += 1
                 msg["consumer"] = body["consumer"]
                 msg["lease_until"] = time.monotonic() + msg["timeout_seconds"]
-            return {"messages": [
-                {k: m[k] for k in ("id", "topic", "group", "data", "key", "headers", "attempt",
-                                   "retry_remaining", "timeout_seconds")}
-                for m in found
-            ]}
+            return {
+                "messages": [
+                    {
+                        k: m[k]
+                        for k in (
+                            "id",
+                            "topic",
+                            "group",
+                            "data",
+                            "key",
+                            "headers",
+                            "attempt",
+                            "retry_remaining",
+                            "timeout_seconds",
+                        )
+                    }
+                    for m in found
+                ]
+            }
 
     def ack(self, body: dict[str, Any]) -> dict[str, Any]:
         results = []
@@ -167,7 +194,7 @@ class FakeBroker:
                 self.end_headers()
                 self.wfile.write(data)
 
-            do_GET = do_POST = do_DELETE = do_PATCH = _handle  # noqa: N815
+            do_GET = do_POST = do_DELETE = do_PATCH = _handle
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True

@@ -10,10 +10,17 @@ import time
 from collections import Counter
 
 import pytest
-from conftest import Scenario
-from sdk_e2e import Cluster, iter_trace, max_overlap, read_events, statuses, wait_until
 
 from mqclient import Producer
+from tests.mqclient.sdk_e2e import (
+    Cluster,
+    Scenario,
+    iter_trace,
+    max_overlap,
+    read_events,
+    statuses,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -32,7 +39,8 @@ def test_three_groups_each_receive_every_broadcast_once(scenario: Scenario) -> N
         scenario.consumer(f"consumer-{group}", groups=group, concurrency=4)
     wait_until(
         lambda: {c["group"] for c in scenario.admin.consumers(scenario.topic)} >= set(groups),
-        30, "the three groups' consumers to register",
+        30,
+        "the three groups' consumers to register",
     )
     with scenario.producer() as producer:
         receipts = [producer.broadcast(scenario.topic, {"n": n}) for n in range(10)]
@@ -47,8 +55,13 @@ def test_three_groups_each_receive_every_broadcast_once(scenario: Scenario) -> N
 def test_a_consumer_killed_mid_handler_has_its_messages_redelivered_and_succeed_once(
     scenario: Scenario,
 ) -> None:
-    scenario.admin.create_topic(scenario.topic, retry_count=3, retry_strategy="fixed",
-                                retry_interval_seconds=1, timeout_seconds=2)
+    scenario.admin.create_topic(
+        scenario.topic,
+        retry_count=3,
+        retry_strategy="fixed",
+        retry_interval_seconds=1,
+        timeout_seconds=2,
+    )
     victim = scenario.consumer("victim", concurrency=4, sleep_first=120, timeout=300)
     with scenario.producer() as producer:
         ids = [producer.produce(scenario.topic, {"n": n}).id for n in range(4)]
@@ -89,17 +102,24 @@ def test_sigterm_finishes_in_flight_handlers_and_releases_unstarted_messages_at_
         message = by_id[message_id]
         assert (message["status"], message["attempt"], message["retry_remaining"]) == ("NEW", 0, 2)
         assert list(iter_trace(scenario.admin.message(message_id), "released"))
-    wait_until(lambda: scenario.admin.consumers(scenario.topic) == [], 10, "the registry entry to go")
+    wait_until(
+        lambda: scenario.admin.consumers(scenario.topic) == [], 10, "the registry entry to go"
+    )
 
 
 def test_producers_and_consumers_carry_on_when_a_broker_process_dies(
-    scenario: Scenario, e2e_cluster: Cluster
+    scenario: Scenario, e2e_cluster: Cluster, caplog: pytest.LogCaptureFixture
 ) -> None:
     first, second = e2e_cluster.start_broker(), e2e_cluster.start_broker()
     scenario.brokers = [first.url, second.url]
-    scenario.admin.create_topic(scenario.topic, retry_count=5, retry_strategy="fixed",
-                                retry_interval_seconds=1, timeout_seconds=5)
-    scenario.consumer("survivor", concurrency=4, sleep=0.01)
+    scenario.admin.create_topic(
+        scenario.topic,
+        retry_count=5,
+        retry_strategy="fixed",
+        retry_interval_seconds=1,
+        timeout_seconds=5,
+    )
+    consumer = scenario.consumer("survivor", concurrency=4, sleep=0.01)
     producer = Producer(scenario.brokers, e2e_cluster.token, retry_deadline=60)
     produced: list[int] = []
     port_of_first = first.url.rsplit(":", 1)[1]
@@ -118,6 +138,26 @@ def test_producers_and_consumers_carry_on_when_a_broker_process_dies(
     stored = scenario.admin.messages(scenario.topic)
     assert sorted(m["data"]["n"] for m in stored) == list(range(150))  # none lost, none doubled
     assert sorted(m["id"] for m in stored) == sorted(produced)
+    # Both sides really lost their broker at least once and went on through the other.
+    assert any("failed on POST /api/v1/messages" in r.getMessage() for r in caplog.records)
+    assert "failed on POST /api/v1/" in consumer.output()
+
+
+def test_a_consumer_told_of_one_broker_finds_the_others_in_the_registry(
+    scenario: Scenario, e2e_cluster: Cluster
+) -> None:
+    only, other = e2e_cluster.start_broker(), e2e_cluster.start_broker()
+    scenario.brokers = [other.url]
+    proc = scenario.consumer("discovering", brokers=[only.url], concurrency=2)
+    wait_until(lambda: scenario.admin.consumers(scenario.topic), 20, "the consumer to register")
+    only.process.signal(signal.SIGKILL)  # the only broker it was given is gone
+    with scenario.producer() as producer:
+        for n in range(20):
+            producer.produce(scenario.topic, {"n": n})
+    wait_until(
+        lambda: _all_status(scenario, "SUCCESS", 20), 40, "messages to succeed via discovery"
+    )
+    assert proc.alive()
 
 
 def test_a_handler_slower_than_its_lease_keeps_it_and_is_not_redelivered(
@@ -136,8 +176,13 @@ def test_a_handler_slower_than_its_lease_keeps_it_and_is_not_redelivered(
 
 
 def test_a_handler_past_its_timeout_is_failed_and_retried(scenario: Scenario) -> None:
-    scenario.admin.create_topic(scenario.topic, retry_count=2, retry_strategy="fixed",
-                                retry_interval_seconds=1, timeout_seconds=1)
+    scenario.admin.create_topic(
+        scenario.topic,
+        retry_count=2,
+        retry_strategy="fixed",
+        retry_interval_seconds=1,
+        timeout_seconds=1,
+    )
     scenario.consumer("timeouts", concurrency=1, sleep_first=6, sleep=0)
     started = time.monotonic()
     with scenario.producer() as producer:
@@ -174,3 +219,23 @@ def test_reject_fails_a_message_for_good_and_a_string_return_is_logged(
     assert (failed["attempt"], failed["retry_remaining"]) == (1, 3)
     assert failed["last_log"] == "rejected: e2e says no"
     assert scenario.admin.message(accepted)["last_log"].startswith("done by ")
+
+
+def test_websocket_mode_delivers_on_push_and_stops_without_waiting_for_a_poll(
+    scenario: Scenario,
+) -> None:
+    # A 20 s poll: in long-poll mode a stop would wait for the outstanding poll to return.
+    proc = scenario.consumer("pushed", concurrency=2, MQ_WEBSOCKET="1", MQ_WAIT_SECONDS="20")
+    wait_until(lambda: "push wake-ups on" in proc.output(), 20, "the websocket subscription")
+    time.sleep(1)  # idle now: the puller waits for a push, no HTTP request open
+    started = time.monotonic()
+    with scenario.producer() as producer:
+        for n in range(3):
+            producer.produce(scenario.topic, {"n": n})
+    wait_until(lambda: _all_status(scenario, "SUCCESS", 3), 10, "pushed messages to succeed")
+    assert time.monotonic() - started < 3  # the 20 s fallback never came into play
+
+    stopping = time.monotonic()
+    proc.signal(signal.SIGTERM)
+    assert proc.wait(15) == 0
+    assert time.monotonic() - stopping < 5

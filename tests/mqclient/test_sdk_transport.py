@@ -6,10 +6,10 @@ import time
 from typing import Any
 
 import pytest
-from sdk_fakebroker import FakeBroker, free_port
 
 from mqclient.errors import BrokerUnavailable, Forbidden, InvalidRequest
 from mqclient.transport import Transport
+from tests.mqclient.sdk_fakebroker import FakeBroker, Reply, free_port
 
 
 def _ok(method: str, path: str, body: Any) -> tuple[int, Any]:
@@ -30,7 +30,7 @@ def test_it_fails_over_to_the_next_broker_when_one_refuses_connections() -> None
 
 
 def test_it_retries_503_honouring_retry_after_then_succeeds() -> None:
-    answers = [
+    answers: list[Reply] = [
         (503, {"error": {"code": "unavailable", "message": "db down"}}, {"Retry-After": "0.2"}),
         (201, {"ok": True}),
     ]
@@ -45,8 +45,13 @@ def test_it_retries_503_honouring_retry_after_then_succeeds() -> None:
 
 
 def test_it_raises_a_typed_error_with_the_api_code_and_does_not_retry_a_4xx() -> None:
-    body = {"error": {"code": "invalid_request", "message": "bad data",
-                      "details": {"field": "messages[3].data"}}}
+    body = {
+        "error": {
+            "code": "invalid_request",
+            "message": "bad data",
+            "details": {"field": "messages[3].data"},
+        }
+    }
     broker = FakeBroker(lambda m, p, b: (400, body))
     try:
         with pytest.raises(InvalidRequest) as caught:
@@ -69,8 +74,9 @@ def test_it_maps_403_to_forbidden() -> None:
 
 
 def test_it_gives_up_with_broker_unavailable_when_the_deadline_passes() -> None:
-    transport = Transport([f"http://127.0.0.1:{free_port()}"], retry_deadline=0.5,
-                          backoff_base=0.05)
+    transport = Transport(
+        [f"http://127.0.0.1:{free_port()}"], retry_deadline=0.5, backoff_base=0.05
+    )
     started = time.monotonic()
     with pytest.raises(BrokerUnavailable):
         transport.call("POST", "/x", json={})

@@ -67,8 +67,12 @@ def test_the_decorator_validates_and_leaves_the_function_callable() -> None:
 
 
 def test_config_reads_the_environment_and_arguments_win() -> None:
-    env = {"MQ_BROKERS": "127.0.0.1:8000, http://b:9/", "MQ_TOKEN": "tok",
-           "MQ_CONCURRENCY": "8", "MQ_WEBSOCKET": "yes"}
+    env = {
+        "MQ_BROKERS": "127.0.0.1:8000, http://b:9/",
+        "MQ_TOKEN": "tok",
+        "MQ_CONCURRENCY": "8",
+        "MQ_WEBSOCKET": "yes",
+    }
     config = ClientConfig.from_env(env, concurrency=2)
     assert config.brokers == ["http://127.0.0.1:8000", "http://b:9"]
     assert (config.token, config.concurrency, config.websocket) == ("tok", 2, True)
@@ -79,14 +83,65 @@ def test_config_reads_the_environment_and_arguments_win() -> None:
 
 
 def test_stale_extend_answers_are_recognised_in_every_plausible_shape() -> None:
-    assert stale_ids({"results": [{"id": 1, "lease_expires_at": "2030-01-01T00:00:00Z"},
-                                  {"id": 2, "outcome": "stale"}]}) == {2}
+    assert stale_ids(
+        {
+            "results": [
+                {"id": 1, "lease_expires_at": "2030-01-01T00:00:00Z"},
+                {"id": 2, "outcome": "stale"},
+            ]
+        }
+    ) == {2}
     assert stale_ids({"results": [{"id": 3, "lease_expires_at": "stale"}]}) == {3}
     assert stale_ids({"leases": {"4": "stale", "5": "2030-01-01T00:00:00Z"}}) == {4}
 
 
 def test_json_log_lines_carry_the_delivery_fields() -> None:
-    record = logging.makeLogRecord({"msg": "done", "levelname": "INFO", "name": "x",
-                                    "id": 7, "outcome": "success", "duration_ms": 1.5})
+    record = logging.makeLogRecord(
+        {
+            "msg": "done",
+            "levelname": "INFO",
+            "name": "x",
+            "id": 7,
+            "outcome": "success",
+            "duration_ms": 1.5,
+        }
+    )
     line = json.loads(JsonFormatter().format(record))
     assert (line["id"], line["outcome"], line["msg"]) == (7, "success", "done")
+
+
+def test_the_sdk_imports_no_django() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, mqclient, mqclient.runner, mqclient.cli, mqclient.websocket, "
+        "mqclient.batching; print(sorted(m for m in sys.modules if m.split('.')[0] == 'django'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_heartbeat_adopts_the_registry_broker_list() -> None:
+    from mqclient.heartbeat import Heartbeat
+    from mqclient.transport import Transport
+    from tests.mqclient.sdk_fakebroker import FakeBroker
+
+    answer = {
+        "subscriptions": [{"topic": "t", "group": "g", "mode": "queue", "rank": 0, "total": 1}],
+        "heartbeat_seconds": 7,
+        "brokers": ["http://10.9.9.9:8000"],
+    }
+    broker = FakeBroker(lambda m, p, b: (200, answer))
+    try:
+        transport = Transport([broker.url])
+        beat = Heartbeat(transport, "host:1:ab", [{"topic": "t", "group": "g"}])
+        beat.beat()
+        assert transport.brokers == ["http://10.9.9.9:8000", broker.url]
+        assert beat.interval == 7
+        assert broker.requests[0].body == {
+            "consumer": "host:1:ab",
+            "subscriptions": [{"topic": "t", "group": "g"}],
+        }
+    finally:
+        broker.stop()
