@@ -174,10 +174,19 @@ def messages_extend(
     now = timezone.now()
     expires = now + timedelta(seconds=min(seconds, MAX_EXTEND_SECONDS))
     with transaction.atomic():
-        held = Message.objects.filter(id__in=ids, status=Status.RUNNING, lease_owner=consumer)
-        _require_consume_topics(principal, set(held.values_list("topic", flat=True)))
-        held_ids = set(held.values_list("id", flat=True))
-        held.update(lease_expires_at=expires, update_time=now)
+        # Locked, so a lease the sweeper is taking back right now is not extended after it.
+        held = list(
+            Message.objects.select_for_update()
+            .filter(id__in=ids, status=Status.RUNNING, lease_owner=consumer)
+            .only("id", "topic", "status", "attempt")
+        )
+        _require_consume_topics(principal, {m.topic for m in held})
+        held_ids = {m.id for m in held}
+        Message.objects.filter(id__in=held_ids).update(lease_expires_at=expires, update_time=now)
+        trace_write(
+            trace_row(m, TraceEvent.EXTENDED, at=now, actor=consumer, log=f"lease until {expires.isoformat()}")
+            for m in held
+        )
     return [
         {"id": i, "lease_expires_at": expires} if i in held_ids else {"id": i, "outcome": "stale"}
         for i in ids
