@@ -210,10 +210,10 @@ class StatsView(APIView):
 
 
 def _int_param(value: str | None, field: str, default: int) -> int:
-    if value in (None, ""):
+    if value is None:
         return default
     try:
-        return int(value)  # type: ignore[arg-type]
+        return int(value)  # "" too is refused: the parameter is documented as an integer
     except ValueError as exc:
         raise InvalidRequest(f"{field} must be an integer.", details={"field": field}) from exc
 
@@ -256,4 +256,4 @@ def _bulk_target(body: Any) -> tuple[list[int] | None, MessageFilter | None]:
         return validation.ids_list(body["ids"]), None
     if not isinstance(body["filter"], dict):
         raise InvalidRequest("filter must be an object.", details={"field": "filter"})
-    return None, MessageFilter.parse(body["filter"], field_prefix="filter.")
+    return None, MessageFilter.parse(body["filter"], field_prefix="filter.", blank_is_absent=False)

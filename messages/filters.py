@@ -27,13 +27,19 @@ class MessageFilter:
     text: str | None = None  # substring of the payload (scans: combine with other filters)
 
     @classmethod
-    def parse(cls, raw: dict[str, Any], *, field_prefix: str = "") -> MessageFilter:
-        """Build from query parameters or a JSON object; unknown keys are refused."""
+    def parse(cls, raw: dict[str, Any], *, field_prefix: str = "", blank_is_absent: bool = True) -> MessageFilter:
+        """Build from query parameters or a JSON object; unknown keys are refused.
+
+        Query strings send "" for an empty form field, which means "no filter"; a JSON
+        filter (`blank_is_absent=False`) must hold real values of the documented types.
+        """
         known = {f.name for f in fields(cls)}
         unknown = set(raw) - known - {"cursor", "limit"}
         if unknown:
             name = sorted(unknown)[0]
             raise InvalidRequest(f"Unknown filter {name!r}.", details={"field": f"{field_prefix}{name}"})
+        if not blank_is_absent:
+            _require_json_types(raw, field_prefix)
         values: dict[str, Any] = {}
         for name in ("topic", "group", "key", "text"):
             if raw.get(name) not in (None, ""):
@@ -92,8 +98,27 @@ class MessageFilter:
         if self.text:
             rows = rows.filter(data__contains=self.text)
         if principal.biz_ids is not None:
-            rows = rows.filter(topic__in=Topic.objects.filter(biz_id__in=principal.biz_ids).values("name"))
+            # A literal list, not a subquery: with "topic IN (SELECT ...)" MariaDB sorted all
+            # of a business line's rows before the LIMIT (seconds at 1M rows).
+            names = list(Topic.objects.filter(biz_id__in=principal.biz_ids).values_list("name", flat=True))
+            rows = rows.filter(topic__in=names)
         return rows
+
+
+def _require_json_types(raw: dict[str, Any], field_prefix: str) -> None:
+    for name, value in raw.items():
+        if value is None:
+            continue
+        if name == "id":
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif name == "status":
+            ok = isinstance(value, list) and all(isinstance(s, str) for s in value)
+        else:
+            ok = isinstance(value, str) and value != ""
+        if not ok:
+            raise InvalidRequest(
+                f"{name} is not a valid filter value.", details={"field": f"{field_prefix}{name}"}
+            )
 
 
 def dead_letter_q() -> Q:

@@ -28,15 +28,17 @@ class Message(models.Model):
     group_name = models.CharField(max_length=200, default="default")
     # The JSON text exactly as produced: stored and returned without re-interpretation.
     data = models.TextField()
-    key = models.CharField(max_length=128, null=True, blank=True, db_column="msg_key")
+    # NULL, not "", means "no key": sharded mode treats keyless messages as plain queue ones.
+    key = models.CharField(max_length=128, null=True, blank=True, db_column="msg_key")  # noqa: DJ001
     headers = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.NEW)
     effect_time = models.DateTimeField()
     retry_remaining = models.IntegerField(default=0)
     attempt = models.IntegerField(default=0)
     timeout_seconds = models.IntegerField(default=60)
-    dedup_key = models.CharField(max_length=200, null=True, blank=True)
-    lease_owner = models.CharField(max_length=200, null=True, blank=True)
+    # NULL keeps messages without a dedup key out of the unique (topic, group, dedup_key) index.
+    dedup_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    lease_owner = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     last_log = models.TextField(blank=True, default="")
     add_time = models.DateTimeField()
@@ -142,3 +144,158 @@ class BulkJob(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} job #{self.id} {self.state}"
+
+
+# --- maintenance: stats, archive, alarms, job runs -----------------------------------------
+
+
+class StatsBucket(models.Model):
+    """One minute of one (topic, group): event counts and, when the flush job took one in
+    that minute, a backlog snapshot. Dashboards, the stats endpoint and alarms read these
+    rows instead of counting the hot table."""
+
+    topic = models.CharField(max_length=200)
+    group_name = models.CharField(max_length=200)
+    minute = models.DateTimeField()  # the start of the minute (UTC, seconds zero)
+    produced = models.IntegerField(default=0)
+    succeeded = models.IntegerField(default=0)
+    failed = models.IntegerField(default=0)  # became dead letters (FAIL or TIMEOUT)
+    retried = models.IntegerField(default=0)  # retries scheduled (nack or expired lease)
+    lease_expired = models.IntegerField(default=0)
+    # Backlog snapshot; null when no snapshot was taken in this minute.
+    deliverable = models.IntegerField(null=True, blank=True)  # NEW, effect_time <= now
+    delayed = models.IntegerField(null=True, blank=True)  # NEW, effect_time > now
+    running = models.IntegerField(null=True, blank=True)
+    dead = models.IntegerField(null=True, blank=True)
+    oldest_deliverable_age_seconds = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        db_table = "mq_stats_bucket"
+        constraints = [
+            models.UniqueConstraint(fields=["topic", "group_name", "minute"], name="uq_stats_bucket"),
+        ]
+        indexes = [models.Index(fields=["minute"], name="ix_stats_minute")]
+
+    def __str__(self) -> str:
+        return f"{self.topic}/{self.group_name} @ {self.minute:%Y-%m-%d %H:%M}"
+
+
+class MessageArchive(models.Model):
+    """A finished message moved out of the hot table after its topic's retention.
+
+    Same columns and the same id as in `mq_message`; its trace rows stay in
+    `mq_message_trace` (shared by message id) until the archive purge removes both.
+    """
+
+    id = models.BigIntegerField(primary_key=True)
+    topic = models.CharField(max_length=200)
+    group_name = models.CharField(max_length=200, default="default")
+    data = models.TextField()
+    # NULL, not "", means "no key": sharded mode treats keyless messages as plain queue ones.
+    key = models.CharField(max_length=128, null=True, blank=True, db_column="msg_key")  # noqa: DJ001  # noqa: DJ001 - mirrors mq_message
+    headers = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=8, choices=Status.choices)
+    effect_time = models.DateTimeField()
+    retry_remaining = models.IntegerField(default=0)
+    attempt = models.IntegerField(default=0)
+    timeout_seconds = models.IntegerField(default=60)
+    dedup_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001 - mirrors mq_message
+    lease_owner = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001 - mirrors mq_message
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    last_log = models.TextField(blank=True, default="")
+    add_time = models.DateTimeField()
+    update_time = models.DateTimeField()
+    archived_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "mq_message_archive"
+        indexes = [
+            models.Index(fields=["topic", "id"], name="ix_arch_topic"),
+            models.Index(fields=["key", "topic"], name="ix_arch_key"),
+            models.Index(fields=["archived_at", "id"], name="ix_arch_archived"),
+        ]
+
+    def __str__(self) -> str:
+        return f"archived #{self.id} {self.topic}/{self.group_name} {self.status}"
+
+
+class ArchiveExport(models.Model):
+    """A day of archived history written to Parquet. `complete` once the day is over
+    (today's partition is rewritten on every run until then)."""
+
+    day = models.DateField(unique=True)
+    complete = models.BooleanField(default=False)
+    messages = models.IntegerField(default=0)
+    traces = models.IntegerField(default=0)
+    exported_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "mq_archive_export"
+        ordering = ["-day"]
+
+    def __str__(self) -> str:
+        return f"export {self.day} ({'complete' if self.complete else 'partial'})"
+
+
+class Alarm(models.Model):
+    """An alarm raised for a topic. At most one per (topic, kind, period): the unique row is
+    what stops two workers from both sending the e-mail."""
+
+    class Kind(models.TextChoices):
+        BACKLOG = "backlog"
+        OLDEST_AGE = "oldest_age"
+        DEAD_LETTERS = "dead_letters"
+
+    topic = models.CharField(max_length=200)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    period_start = models.DateTimeField()
+    value = models.FloatField()
+    threshold = models.FloatField()
+    message = models.TextField()
+    recipients = models.JSONField(default=list)
+    created_at = models.DateTimeField()
+    sent_at = models.DateTimeField(null=True, blank=True)
+    send_error = models.TextField(blank=True, default="")
+
+    class Meta:
+        db_table = "mq_alarm"
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["topic", "kind", "period_start"], name="uq_alarm_period"),
+        ]
+        indexes = [models.Index(fields=["created_at"], name="ix_alarm_created")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} alarm on {self.topic} at {self.created_at:%Y-%m-%d %H:%M}"
+
+
+class MaintenanceRun(models.Model):
+    """The last run of one maintenance job, for the console's maintenance health panel.
+    The flush job also keeps its watermark (the last trace id counted) here."""
+
+    class Outcome(models.TextChoices):
+        RUNNING = "running"
+        OK = "ok"
+        ERROR = "error"
+
+    job = models.CharField(max_length=32, unique=True)
+    outcome = models.CharField(max_length=8, choices=Outcome.choices, default=Outcome.RUNNING)
+    last_started_at = models.DateTimeField(null=True, blank=True)
+    last_finished_at = models.DateTimeField(null=True, blank=True)
+    last_duration_ms = models.IntegerField(null=True, blank=True)
+    last_result = models.JSONField(default=dict, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    last_ok_at = models.DateTimeField(null=True, blank=True)
+    runs = models.IntegerField(default=0)
+    cursor = models.BigIntegerField(default=0)
+
+    class Meta:
+        db_table = "mq_maintenance_run"
+        ordering = ["job"]
+
+    def __str__(self) -> str:
+        return f"{self.job}: {self.outcome}"
+
+
+# Spark report runs live in their own module; importing them here registers the model.
+from messages.reports import ReportRun  # noqa: E402, F401

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import base64
 import binascii
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Min
+from django.db.models import Count, Max, Min, Sum
 from django.utils import timezone
 
 from messages.filters import MessageFilter
-from messages.models import Message, MessageTrace, Status
+from messages.models import Message, MessageArchive, MessageTrace, StatsBucket, Status
 from messages.services.operations import message_get
+from messages.services.stats import COUNT_FIELDS, bucket_totals, minute_of
 from mqcenter.auth import Principal
-from mqcenter.errors import InvalidRequest
+from mqcenter.errors import InvalidRequest, NotFound
 from topics.models import Topic
 
 PAGE_SIZE = 50
@@ -54,8 +55,15 @@ def message_trace(message_id: int) -> list[MessageTrace]:
     return list(MessageTrace.objects.filter(message_id=message_id).order_by("id"))
 
 
-def message_detail(*, principal: Principal, message_id: int) -> tuple[Message, list[MessageTrace]]:
-    message = message_get(principal=principal, message_id=message_id)
+def message_detail(
+    *, principal: Principal, message_id: int
+) -> tuple[Message | MessageArchive, list[MessageTrace]]:
+    """A live message, or, once retention moved it out of the hot table, its archived copy
+    (same id, same fields, the same trace plus an `archived` event)."""
+    try:
+        message: Message | MessageArchive = message_get(principal=principal, message_id=message_id)
+    except NotFound:
+        message = archive_get(principal=principal, message_id=message_id)
     return message, message_trace(message.id)
 
 
@@ -93,4 +101,223 @@ def topic_stats(*, principal: Principal, topic: str | None = None) -> list[dict[
         entry = stats.get((row["topic"], row["group_name"]))
         if entry is not None and isinstance(row["oldest"], datetime):
             entry["oldest_deliverable_age_seconds"] = round((now - row["oldest"]).total_seconds(), 3)
+    _add_rates(stats, now=now)
     return [stats[key] for key in sorted(stats)]
+
+
+RATE_WINDOW_MINUTES = 5
+
+
+def _add_rates(stats: dict[tuple[str, str], dict[str, Any]], *, now: datetime) -> None:
+    """Per-minute rates over the last RATE_WINDOW_MINUTES complete minutes, from the stats
+    buckets the flush job keeps (zeros until it has run)."""
+    until = minute_of(now)
+    since = until - timedelta(minutes=RATE_WINDOW_MINUTES)
+    topics = sorted({key[0] for key in stats})
+    totals = bucket_totals(topics=topics, since=since, until=until) if topics else {}
+    for key, entry in stats.items():
+        counts = totals.get(key, {})
+        entry["rates"] = {
+            f"{field}_per_minute": round(counts.get(field, 0) / RATE_WINDOW_MINUTES, 3)
+            for field in COUNT_FIELDS
+        }
+
+
+MAX_SERIES_MINUTES = 7 * 24 * 60
+
+
+def stats_series(
+    *, principal: Principal, topic: str | None = None, group: str | None = None,
+    since: datetime, until: datetime,
+) -> list[dict[str, Any]]:
+    """One row per minute in [since, until) for charts, summed over the visible topics (or
+    the one `topic`) and their groups (or the one `group`).
+
+    Counters are 0 for minutes without events. Backlog fields (deliverable, delayed,
+    running, dead: sums; oldest_deliverable_age_seconds: the maximum) are None for minutes
+    without a snapshot. Reads the stats buckets only, never the hot table.
+    """
+    since, until = minute_of(since), minute_of(until)
+    if until <= since:
+        return []
+    if (until - since) > timedelta(minutes=MAX_SERIES_MINUTES):
+        raise InvalidRequest("A series spans at most 7 days.", details={"field": "since"})
+    rows = StatsBucket.objects.filter(minute__gte=since, minute__lt=until)
+    if topic:
+        topic_row = Topic.objects.filter(name=topic).first()
+        if topic_row is not None and not principal.may_biz(topic_row.biz_id):
+            raise NotFound(f"Topic {topic!r} does not exist.", details={"topic": topic})
+        if topic_row is None and principal.biz_ids is not None:
+            return _empty_series(since, until)
+        rows = rows.filter(topic=topic)
+    elif principal.biz_ids is not None:
+        rows = rows.filter(topic__in=Topic.objects.filter(biz_id__in=principal.biz_ids).values("name"))
+    if group:
+        rows = rows.filter(group_name=group)
+    summed = (
+        rows.values("minute")
+        .annotate(
+            **{f: Sum(f) for f in COUNT_FIELDS},
+            deliverable=Sum("deliverable"), delayed=Sum("delayed"), running=Sum("running"),
+            dead=Sum("dead"), oldest_deliverable_age_seconds=Max("oldest_deliverable_age_seconds"),
+        )
+        .order_by()
+    )
+    by_minute = {row["minute"]: row for row in summed}
+    series = _empty_series(since, until)
+    for point in series:
+        row = by_minute.get(point["minute"])
+        if row is None:
+            continue
+        for field in COUNT_FIELDS:
+            point[field] = row[field] or 0
+        for field in ("deliverable", "delayed", "running", "dead", "oldest_deliverable_age_seconds"):
+            point[field] = row[field]
+    return series
+
+
+def _empty_series(since: datetime, until: datetime) -> list[dict[str, Any]]:
+    points = []
+    minute = since
+    while minute < until:
+        points.append({
+            "minute": minute, **dict.fromkeys(COUNT_FIELDS, 0),
+            "deliverable": None, "delayed": None, "running": None, "dead": None,
+            "oldest_deliverable_age_seconds": None,
+        })
+        minute += timedelta(minutes=1)
+    return points
+
+
+# --- the archive -------------------------------------------------------------------------
+
+
+def archive_get(*, principal: Principal, message_id: int) -> MessageArchive:
+    """An archived message the principal may see (NotFound otherwise, as for live ones)."""
+    message = MessageArchive.objects.filter(id=message_id).first()
+    if message is None:
+        raise NotFound(f"Message {message_id} does not exist.", details={"id": message_id})
+    topic = Topic.objects.filter(name=message.topic).first()
+    if (topic is None and principal.biz_ids is not None) or (topic is not None and not principal.may_biz(topic.biz_id)):
+        raise NotFound(f"Message {message_id} does not exist.", details={"id": message_id})
+    return message
+
+
+def archive_search(
+    *, principal: Principal, filter: MessageFilter, cursor: str | None = None, limit: int = PAGE_SIZE
+) -> tuple[list[MessageArchive], str | None]:
+    """Search archived messages with the same filter and keyset pagination as live ones."""
+    limit = max(1, min(limit, MAX_PAGE_SIZE))
+    rows = MessageArchive.objects.all()
+    if filter.id is not None:
+        rows = rows.filter(id=filter.id)
+    if filter.topic:
+        rows = rows.filter(topic=filter.topic)
+    if filter.group:
+        rows = rows.filter(group_name=filter.group)
+    if filter.status:
+        rows = rows.filter(status__in=filter.status)
+    if filter.key:
+        rows = rows.filter(key=filter.key)
+    if filter.added_after:
+        rows = rows.filter(add_time__gte=filter.added_after)
+    if filter.added_before:
+        rows = rows.filter(add_time__lt=filter.added_before)
+    if filter.text:
+        rows = rows.filter(data__contains=filter.text)
+    if principal.biz_ids is not None:
+        rows = rows.filter(topic__in=Topic.objects.filter(biz_id__in=principal.biz_ids).values("name"))
+    if cursor:
+        rows = rows.filter(id__lt=cursor_decode(cursor))
+    page = list(rows.order_by("-id")[: limit + 1])
+    next_cursor = cursor_encode(page[limit - 1].id) if len(page) > limit else None
+    return page[:limit], next_cursor
+
+
+DEAD_LETTER_SAMPLE = 2000
+
+
+def dead_letter_reason(log: str) -> str:
+    """The reason a dead letter is grouped by: the first line of its last log, shortened."""
+    first = (log or "").strip().splitlines()[0] if (log or "").strip() else ""
+    return first[:160] or "(no log)"
+
+
+def _newest_dead(principal: Principal, topic: str | None, sample: int) -> list[dict[str, Any]]:
+    """The newest `sample`+1 dead letters: one backward index range per status, merged."""
+    rows: list[dict[str, Any]] = []
+    for status in (Status.FAIL, Status.TIMEOUT):
+        query = MessageFilter(status=(status,), topic=topic).queryset(principal)
+        rows.extend(query.order_by("-id").values("id", "topic", "status", "last_log", "update_time")[: sample + 1])
+    return sorted(rows, key=lambda r: r["id"], reverse=True)[: sample + 1]
+
+
+def dead_letter_groups(*, principal: Principal, topic: str | None = None, sample: int = DEAD_LETTER_SAMPLE) -> tuple[list[dict[str, Any]], bool]:
+    """FAIL/TIMEOUT messages grouped by (topic, reason), from the newest `sample` dead
+    letters. Returns (groups, truncated)."""
+    recent = _newest_dead(principal, topic, sample)
+    truncated = len(recent) > sample
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in recent[:sample]:
+        reason = dead_letter_reason(row["last_log"])
+        entry = groups.setdefault((row["topic"], reason), {
+            "topic": row["topic"], "reason": reason, "count": 0, "statuses": set(),
+            "newest_id": row["id"], "newest_at": row["update_time"],
+        })
+        entry["count"] += 1
+        entry["statuses"].add(row["status"])
+    ordered = sorted(groups.values(), key=lambda g: (-g["count"], g["topic"], g["reason"]))
+    for g in ordered:
+        g["statuses"] = sorted(g["statuses"])
+    return ordered, truncated
+
+
+def dead_letter_ids(*, principal: Principal, topic: str, reason: str, limit: int) -> list[int]:
+    """Ids of the newest dead letters of `topic` whose reason is `reason` (at most `limit`)."""
+    rows = MessageFilter(status=(Status.FAIL, Status.TIMEOUT), topic=topic).queryset(principal)
+    ids = []
+    for row in rows.order_by("-id").values("id", "last_log").iterator(chunk_size=2000):
+        if dead_letter_reason(row["last_log"]) == reason:
+            ids.append(row["id"])
+            if len(ids) >= limit:
+                break
+    return ids
+
+
+# --- maintenance health and alarms (console) --------------------------------------------
+
+
+def maintenance_health() -> list[dict[str, Any]]:
+    """Each maintenance job's last run: outcome, when, how long, what it did, last error.
+    Jobs that never ran are listed with outcome None (beat or the worker is not running)."""
+    from messages.models import MaintenanceRun
+    from messages.services.runs import JOBS
+
+    runs = {r.job: r for r in MaintenanceRun.objects.all()}
+    out = []
+    for job in (*JOBS, *sorted(set(runs) - set(JOBS) - {"export"})):
+        run = runs.get(job)
+        out.append({
+            "job": job,
+            "outcome": run.outcome if run and run.runs else None,
+            "last_started_at": run.last_started_at if run else None,
+            "last_finished_at": run.last_finished_at if run else None,
+            "last_ok_at": run.last_ok_at if run else None,
+            "last_duration_ms": run.last_duration_ms if run else None,
+            "last_result": run.last_result if run else {},
+            "last_error": run.last_error if run else "",
+            "runs": run.runs if run else 0,
+        })
+    return out
+
+
+def alarms_recent(*, principal: Principal, topic: str | None = None, limit: int = 50) -> list[Any]:
+    """The latest alarms (newest first) on topics the principal may see."""
+    from messages.models import Alarm
+
+    rows = Alarm.objects.all()
+    if topic:
+        rows = rows.filter(topic=topic)
+    if principal.biz_ids is not None:
+        rows = rows.filter(topic__in=Topic.objects.filter(biz_id__in=principal.biz_ids).values("name"))
+    return list(rows.order_by("-created_at", "-id")[: max(1, min(limit, 500))])

@@ -143,7 +143,7 @@ class PullResponseSerializer(serializers.Serializer):
 class AckItemSerializer(serializers.Serializer):
     id = serializers.IntegerField(min_value=1)
     status = serializers.ChoiceField(choices=["SUCCESS", "FAIL"])
-    log = serializers.CharField(required=False, allow_blank=True, max_length=65536)
+    log = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=65536)
     retry = serializers.BooleanField(
         required=False, default=True, help_text="false: fail permanently, spend no retry (extension)."
     )

@@ -2,11 +2,74 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+from typing import Any
+
 from celery import shared_task
 
 from messages.services import bulk_job_run
+from messages.services.alarms import alarms_check
+from messages.services.archive import maintenance_cleanup
+from messages.services.maintenance import groups_wake, maintenance_delay, maintenance_retry
+from messages.services.reports import report_run_create, report_run_execute
+from messages.services.runs import maintenance_run
+from messages.services.stats import stats_flush
+
+# A hung job must not hold a worker forever; the next beat tick starts it again.
+LIMITS = {"soft_time_limit": 540, "time_limit": 600}
 
 
 @shared_task(name="messages.bulk_job", ignore_result=True, acks_late=True)
 def bulk_job_task(job_id: int) -> None:
     bulk_job_run(job_id=job_id)
+
+
+@shared_task(name="messages.maintenance.flush", ignore_result=True, **LIMITS)
+def flush_task() -> dict[str, Any]:
+    return maintenance_run(job="flush", work=stats_flush)
+
+
+@shared_task(name="messages.maintenance.retry", ignore_result=True, **LIMITS)
+def retry_task() -> dict[str, Any]:
+    return maintenance_run(job="retry", work=maintenance_retry)
+
+
+@shared_task(name="messages.maintenance.delay", ignore_result=True, **LIMITS)
+def delay_task() -> dict[str, Any]:
+    return maintenance_run(job="delay", work=lambda: maintenance_delay(schedule=_schedule_wake))
+
+
+@shared_task(name="messages.maintenance.cleanup", ignore_result=True, **LIMITS)
+def cleanup_task() -> dict[str, Any]:
+    return maintenance_run(job="cleanup", work=maintenance_cleanup)
+
+
+@shared_task(name="messages.maintenance.alarms", ignore_result=True, **LIMITS)
+def alarms_task() -> dict[str, Any]:
+    return maintenance_run(job="alarms", work=alarms_check)
+
+
+@shared_task(name="messages.wake", ignore_result=True)
+def wake_task(pairs: list[list[str]]) -> int:
+    return groups_wake(pairs=[(p[0], p[1]) for p in pairs])
+
+
+def _schedule_wake(pairs: list[tuple[str, str]], at: datetime) -> None:
+    wake_task.apply_async(args=[[list(p) for p in pairs]], eta=at, expires=at + timedelta(seconds=30))
+
+
+# Spark reports take minutes on large tables: an hour before a run is considered hung.
+REPORT_LIMITS = {"soft_time_limit": 3600, "time_limit": 3660}
+
+
+@shared_task(name="messages.report_run", ignore_result=True, acks_late=True, **REPORT_LIMITS)
+def report_run_task(run_id: int) -> None:
+    report_run_execute(run_id=run_id)
+
+
+@shared_task(name="messages.report_heap_daily", ignore_result=True, **REPORT_LIMITS)
+def report_heap_daily_task() -> int:
+    """The scheduled heap report (last 24 hours), e-mailed when done."""
+    run = report_run_create(kind="heap", actor="schedule", enqueue=False)
+    report_run_execute(run_id=run.id)
+    return run.id

@@ -197,7 +197,8 @@ def ack_request(body: Any) -> tuple[str, list[AckResult]]:
         status = result.get("status")
         if status not in ("SUCCESS", "FAIL"):
             raise _fail(f"{path}.status", "must be SUCCESS or FAIL.")
-        log = result.get("log") or ""
+        log = result.get("log")
+        log = "" if log is None else log  # not `or ""`: {} or false must be refused, not dropped
         retry = result.get("retry", True)
         if not isinstance(retry, bool):
             raise _fail(f"{path}.retry", "must be true or false.")

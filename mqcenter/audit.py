@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
-import json
 
 from mqcenter.models import AuditEntry
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
-from django.db import DatabaseError, InterfaceError, OperationalError
+from django.db import DatabaseError, DataError, InterfaceError, OperationalError
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
@@ -145,6 +145,10 @@ def mq_error_from(exc: BaseException) -> MQError | None:
     if database_is_unreachable(exc):
         logger.warning("database unavailable: %s", exc)
         return Unavailable("The message store is unavailable; retry shortly.")
+    if isinstance(exc, DataError):
+        # A value the column cannot hold (out of range, too long) that validation let pass.
+        logger.warning("database refused a value: %s", exc)
+        return InvalidRequest("A value in this request is out of the range the message store can hold.")
     if isinstance(exc, DatabaseError):
         logger.exception("database error")
         return Unavailable("The message store could not complete the request; retry shortly.")

@@ -11,7 +11,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from mqcenter import metrics
 from mqcenter.auth import principal_for_token
-from mqcenter.errors import MQError, error_response
+from mqcenter.errors import Forbidden, MQError, error_response
 from registry.wakeups import wakeup_hub
 
 
@@ -57,6 +57,9 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     try:
         principal = principal_for_token(header[7:].strip())
         principal.require_admin()
+        if principal.biz_ids is not None:
+            # The series are labelled with every business line's topics.
+            raise Forbidden("Metrics need a global admin token.")
     except MQError as err:
         return error_response(err.status, err.code, err.message, err.details)
     metrics.waiting_pulls.set(wakeup_hub().waiting_count())

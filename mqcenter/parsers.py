@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from rest_framework.exceptions import ParseError
@@ -19,10 +20,28 @@ class StrictJSONParser(JSONParser):
         if not raw:
             raise ParseError("The request body is empty; send a JSON object.")
         try:
-            return json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+            data = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
         except UnicodeDecodeError as exc:
             raise ParseError("The body is not valid UTF-8.") from exc
         except RecursionError as exc:
             raise ParseError("The JSON body is nested too deeply.") from exc
         except ValueError as exc:
             raise ParseError(f"The body is not valid JSON: {exc}") from exc
+        if _SURROGATE_ESCAPE.search(raw):
+            _reject_lone_surrogates(data)
+        return data
+
+
+# `\ud800`-`\udfff` escapes: a valid pair decodes to one character, a lone one to a string
+# that is not Unicode text and that no UTF-8 column can store. Only bodies holding such an
+# escape (rare) pay for the check.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _reject_lone_surrogates(data: Any) -> None:
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ParseError("The body holds a lone UTF-16 surrogate escape (\\ud800-\\udfff); send Unicode text.") from exc
+    except RecursionError as exc:
+        raise ParseError("The JSON body is nested too deeply.") from exc

@@ -193,6 +193,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise serves from finders; keep it quiet
 STATICFILES_DIRS = [BASE_DIR / "static"]
 WHITENOISE_USE_FINDERS = True
 
@@ -257,11 +258,21 @@ MQ_ARCHIVE_RETENTION_DAYS = env_int("MQ_ARCHIVE_RETENTION_DAYS", 90)
 # Archived history as Parquet for the Spark reports: messages/ and traces/ under this
 # directory, partitioned day=YYYY-MM-DD/topic=NAME. Empty string disables the export.
 MQ_ARCHIVE_PARQUET_DIR = os.environ.get("MQ_ARCHIVE_PARQUET_DIR", str(VAR_DIR / "archive"))
+# Rows archived this recently wait for the next export (concurrent archive batches commit).
+MQ_ARCHIVE_EXPORT_SETTLE_SECONDS = env_int("MQ_ARCHIVE_EXPORT_SETTLE_SECONDS", 10)
 MQ_STATS_RETENTION_DAYS = env_int("MQ_STATS_RETENTION_DAYS", 30)
 # Alarm when a topic's oldest deliverable message is older than this.
 MQ_ALARM_OLDEST_AGE_SECONDS = env_int("MQ_ALARM_OLDEST_AGE_SECONDS", 600)
 # At most one e-mail per topic and alarm kind per period.
 MQ_ALARM_PERIOD_MINUTES = env_int("MQ_ALARM_PERIOD_MINUTES", 60)
+
+# --- Spark reports (spark/; SPARK_MASTER, MQ_JDBC_JAR are read by spark/session.py) -------
+# The heap report is also e-mailed to these addresses (all topics); each topic's
+# alarm_emails get their topic's rows.
+MQ_REPORT_EMAILS = env_list("MQ_REPORT_EMAILS")
+# Spark reads the default database unless this JDBC URL is set (e.g. a read replica).
+MQ_REPORT_JDBC_URL = os.environ.get("MQ_REPORT_JDBC_URL", "")
+MQ_REPORT_JDBC_PARTITIONS = env_int("MQ_REPORT_JDBC_PARTITIONS", 8)
 
 # --- Celery ------------------------------------------------------------------------------
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or REDIS_URL or "filesystem://"

@@ -40,4 +40,5 @@ urlpatterns = [
     path("readyz", ops.readyz, name="readyz"),
     path("metrics", ops.metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
+    path("", include("mqcenter.console_urls", namespace="console")),
 ]

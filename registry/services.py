@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from mqcenter.auth import Principal
@@ -80,7 +80,13 @@ def consumer_heartbeat(
                 for topic, group in subscriptions
             ],
             update_conflicts=True,
-            unique_fields=["consumer", "topic", "group_name"],
+            # MySQL/MariaDB upsert on any unique key (ON DUPLICATE KEY UPDATE) and refuse
+            # a conflict target; PostgreSQL and SQLite need one.
+            unique_fields=(
+                ["consumer", "topic", "group_name"]
+                if connection.features.supports_update_conflicts_with_target
+                else None
+            ),
             update_fields=["last_heartbeat", "host"],
         )
     return [
@@ -136,11 +142,20 @@ rank_cache = _RankCache()
 def consumer_leave(*, principal: Principal, consumer: str) -> int:
     """Remove a consumer's subscriptions (graceful shutdown). Returns how many went."""
     rows = ConsumerInstance.objects.filter(consumer=consumer)
-    for topic in set(rows.values_list("topic", flat=True)):
-        if not principal.may("consume", topic):
+    names = set(rows.values_list("topic", flat=True))
+    owners = _topic_owners(names)
+    for topic in names:
+        if not principal.may("consume", topic) or not principal.may_biz(owners.get(topic)):
             raise Forbidden(f"This token has no consume scope for topic {topic!r}.")
     deleted, _ = rows.delete()
     return deleted
+
+
+def _topic_owners(names: set[str]) -> dict[str, int | None]:
+    """Topic name -> owning business line id: registry entries are visible within it only."""
+    from topics.models import Topic
+
+    return dict(Topic.objects.filter(name__in=names).values_list("name", "biz_id"))
 
 
 def consumers_online(*, principal: Principal, topic: str | None = None, group: str | None = None) -> list[dict[str, Any]]:
@@ -150,6 +165,10 @@ def consumers_online(*, principal: Principal, topic: str | None = None, group: s
         rows = rows.filter(topic=topic)
     if group:
         rows = rows.filter(group_name=group)
+    if principal.biz_ids is not None:  # a business line's admins and operators see only its topics
+        from topics.models import Topic
+
+        rows = rows.filter(topic__in=Topic.objects.filter(biz_id__in=principal.biz_ids).values("name"))
     rows = rows.order_by("topic", "group_name", "consumer")
     visible = [r for r in rows[:5000] if principal.may("consume", r.topic)]
     totals: dict[tuple[str, str], int] = {}

@@ -43,11 +43,15 @@ class TopicSerializer(serializers.Serializer):
     timeout_seconds = serializers.IntegerField(min_value=1, max_value=7 * 86400, required=False)
     retention_days = serializers.IntegerField(min_value=1, max_value=3650, required=False)
     alarm_emails = serializers.ListField(child=serializers.EmailField(), max_length=50, required=False)
-    backlog_alarm_threshold = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+    backlog_alarm_threshold = serializers.IntegerField(min_value=1, max_value=2**31 - 1, required=False, allow_null=True)
     paused = serializers.BooleanField(required=False)
     groups = GroupSerializer(many=True, required=False, max_length=100)
 
     def validate_groups(self, groups: list[dict[str, str]]) -> list[dict[str, str]]:
+        # A PATCH validates partially, nested items too: a group without its name gets here.
+        for index, group in enumerate(groups):
+            if "group" not in group:
+                raise serializers.ValidationError({index: {"group": ["This field is required."]}})
         names = [g["group"] for g in groups]
         if len(names) != len(set(names)):
             raise serializers.ValidationError("a group is listed twice")
@@ -72,12 +76,46 @@ def _valid(serializer_class: type[serializers.Serializer], data: Any, **kwargs: 
     if not isinstance(data, dict):
         raise InvalidRequest("The body must be a JSON object.")
     serializer = serializer_class(data=data, **kwargs)
+    _require_json_types(serializer.fields, data, "")
     serializer.is_valid(raise_exception=True)
     unknown = set(data) - set(serializer.fields)
     if unknown:
         field = sorted(unknown)[0]
         raise InvalidRequest(f"{field} is not a field of this resource.", details={"field": field})
     return dict(serializer.validated_data)
+
+
+def _require_json_types(fields: Any, data: dict[str, Any], path: str) -> None:
+    """Refuse JSON of the wrong type instead of letting DRF coerce it (5 -> "5", "1" -> 1,
+    "yes" -> True): a client sending the wrong type has a bug it should hear about."""
+    for name, value in data.items():
+        field = fields.get(name)
+        if field is not None:
+            _require_json_type(field, value, f"{path}.{name}" if path else name)
+
+
+def _require_json_type(field: serializers.Field, value: Any, where: str) -> None:
+    if value is None:
+        return  # allow_null is the serializer's decision
+    if isinstance(field, serializers.ListSerializer):
+        for index, item in enumerate(value if isinstance(value, list) else []):
+            if isinstance(item, dict):
+                _require_json_types(field.child.fields, item, f"{where}[{index}]")
+        return
+    if isinstance(field, serializers.ListField):
+        for index, item in enumerate(value if isinstance(value, list) else []):
+            _require_json_type(field.child, item, f"{where}[{index}]")
+        return
+    if isinstance(field, serializers.BooleanField):
+        ok, kind = isinstance(value, bool), "true or false"
+    elif isinstance(field, serializers.IntegerField):
+        ok, kind = isinstance(value, int) and not isinstance(value, bool), "an integer"
+    elif isinstance(field, serializers.CharField):
+        ok, kind = isinstance(value, str), "a string"
+    else:
+        return
+    if not ok:
+        raise InvalidRequest(f"{where}: must be {kind}.", details={"field": where})
 
 
 def _biz_for(principal: Principal, name: str | None) -> Biz | None:

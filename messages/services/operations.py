@@ -81,6 +81,17 @@ def message_edit(*, principal: Principal, message_id: int, changes: dict[str, An
     return message
 
 
+def message_add(*, principal: Principal, item: Any) -> Any:
+    """An operator adds one message (console): produced exactly like an API produce, then
+    audited. The audit row follows the produce's commit (produce owns its transaction)."""
+    from messages.services.produce import messages_produce
+
+    result = messages_produce(principal=principal, items=[item])[0]
+    audit_record(actor=principal.name, action="message.add", target="Message",
+                 after={"id": result.id, "topic": result.topic, "group": result.group, "duplicate": result.duplicate})
+    return result
+
+
 def messages_requeue(
     *, principal: Principal, ids: list[int] | None = None, filter: MessageFilter | None = None,
     dead_only: bool = True,

@@ -1,0 +1,175 @@
+"""The database limit: MQ Center's work done with plain mysqlclient, no HTTP, no Django.
+
+Same table (created by the project's migrations in a scratch database), same rows, same
+statements as the broker's hot paths, at READ COMMITTED:
+- insert: batches of 100 rows, one multi-row INSERT and one commit per batch, 4 processes;
+- claim + ack: 4 consumer processes, each loop `SELECT ... ORDER BY effect_time, id LIMIT 100
+  FOR UPDATE SKIP LOCKED` + `UPDATE ... RUNNING` (one commit), then `UPDATE ... SUCCESS`
+  (one commit), until the backlog is empty.
+`traces=True` also writes the trace rows MQ Center writes (produced / pulled / acked) in the
+same transactions: the same durable work as the broker, which the plain figure leaves out.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bench.common import BrokerServer, mysql_connect, payload
+
+TOPIC, GROUP = "bench", "default"
+BATCH = 100
+PROCESSES = 4
+
+INSERT_MESSAGE = (
+    "INSERT INTO mq_message (topic, group_name, data, msg_key, headers, status, effect_time,"
+    " retry_remaining, attempt, timeout_seconds, dedup_key, lease_owner, lease_expires_at,"
+    " last_log, add_time, update_time) VALUES"
+    " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+INSERT_TRACE = (
+    "INSERT INTO mq_message_trace (message_id, event, actor, at, attempt, `rank`, total,"
+    " status_after, log) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+# mysqlclient turns executemany into one multi-row INSERT only when VALUES holds nothing
+# but placeholders; a literal in it silently means one round trip per row.
+
+
+def message_row(data: str, status: str, effect_time: datetime, now: datetime,
+                topic: str = TOPIC, group: str = GROUP) -> tuple[Any, ...]:
+    """The values of INSERT_MESSAGE for one message as produce stores it."""
+    return (topic, group, data, None, "{}", status, effect_time, 3, 0, 60, None, None, None, "", now, now)
+
+
+def trace_values(message_id: int, event: str, actor: str, at: datetime, attempt: int, status: str) -> tuple[Any, ...]:
+    return (message_id, event, actor, at, attempt, None, None, status, "")
+
+
+def scratch_database() -> str:
+    """A migrated, empty copy of the schema; returns its name."""
+    server = BrokerServer("bench_dblimit")
+    server.setup()
+    return server.database
+
+
+def _connect(database: str) -> Any:
+    conn = mysql_connect(database, charset="utf8mb4")
+    conn.cursor().execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+    conn.autocommit(False)
+    return conn
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def _insert_worker(database: str, count: int, traces: bool, start_at: float, out: Any) -> None:
+    import json
+
+    conn = _connect(database)
+    cur = conn.cursor()
+    while time.time() < start_at:
+        time.sleep(0.001)
+    began = time.time()
+    done = 0
+    while done < count:
+        n = min(BATCH, count - done)
+        now = _now()
+        rows = [message_row(json.dumps(payload(done + i)), "NEW", now, now) for i in range(n)]
+        cur.executemany(INSERT_MESSAGE, rows)
+        if traces:
+            first = cur.lastrowid  # MariaDB: consecutive ids within one multi-row INSERT
+            cur.executemany(
+                INSERT_TRACE, [trace_values(first + i, "produced", "bench", now, 0, "NEW") for i in range(n)]
+            )
+        conn.commit()
+        done += n
+    out.put((began, time.time()))
+    conn.close()
+
+
+def _claim_worker(database: str, traces: bool, start_at: float, out: Any) -> None:
+    conn = _connect(database)
+    cur = conn.cursor()
+    consumer = f"dblimit-{multiprocessing.current_process().pid}"
+    while time.time() < start_at:
+        time.sleep(0.001)
+    began, processed = time.time(), 0
+    while True:
+        now = _now()
+        cur.execute(
+            "SELECT id, attempt FROM mq_message WHERE topic=%s AND group_name=%s AND status='NEW'"
+            " AND effect_time <= %s ORDER BY effect_time, id LIMIT %s FOR UPDATE SKIP LOCKED",
+            (TOPIC, GROUP, now, BATCH),
+        )
+        rows = cur.fetchall()
+        if not rows:
+            conn.commit()
+            break
+        ids = [r[0] for r in rows]
+        marks = ",".join(["%s"] * len(ids))
+        cur.execute(
+            f"UPDATE mq_message SET status='RUNNING', lease_owner=%s, lease_expires_at=%s,"
+            f" attempt=attempt+1, update_time=%s WHERE id IN ({marks}) AND status='NEW'",
+            (consumer, now + timedelta(seconds=65), now, *ids),
+        )
+        if traces:
+            cur.executemany(INSERT_TRACE, [trace_values(i, "pulled", consumer, now, a + 1, "RUNNING") for i, a in rows])
+        conn.commit()
+        # ack: a separate transaction, as a consumer acks after its handler ran
+        cur.execute(f"SELECT id FROM mq_message WHERE id IN ({marks}) FOR UPDATE", ids)
+        cur.fetchall()
+        cur.execute(
+            f"UPDATE mq_message SET status='SUCCESS', lease_expires_at=NULL, update_time=%s"
+            f" WHERE id IN ({marks})",
+            (_now(), *ids),
+        )
+        if traces:
+            cur.executemany(INSERT_TRACE, [trace_values(i, "acked", consumer, now, a + 1, "SUCCESS") for i, a in rows])
+        conn.commit()
+        processed += len(ids)
+    out.put((began, time.time(), processed))
+    conn.close()
+
+
+def _run(target: Any, args_of: list[tuple[Any, ...]]) -> list[Any]:
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    start_at = time.time() + 0.5
+    procs = [ctx.Process(target=target, args=(*args, start_at, out)) for args in args_of]
+    for proc in procs:
+        proc.start()
+    results = [out.get(timeout=3600) for _ in procs]
+    for proc in procs:
+        proc.join()
+    return results
+
+
+def _reset(database: str) -> None:
+    conn = mysql_connect(database)
+    cur = conn.cursor()
+    cur.execute("TRUNCATE TABLE mq_message")
+    cur.execute("TRUNCATE TABLE mq_message_trace")
+    conn.commit()
+    conn.close()
+
+
+def insert_rate(database: str, messages: int, *, traces: bool = False) -> float:
+    """Messages per second inserted by 4 processes in batches of 100 (fresh table)."""
+    _reset(database)
+    share = messages // PROCESSES
+    spans = _run(_insert_worker, [(database, share, traces)] * PROCESSES)
+    return share * PROCESSES / (max(s[1] for s in spans) - min(s[0] for s in spans))
+
+
+def claim_ack_rate(database: str, messages: int, *, traces: bool = False) -> float:
+    """Messages per second claimed and acked by 4 processes in batches of 100."""
+    _reset(database)
+    _run(_insert_worker, [(database, messages // PROCESSES, traces)] * PROCESSES)
+    spans = _run(_claim_worker, [(database, traces)] * PROCESSES)
+    total = sum(s[2] for s in spans)
+    if total != messages // PROCESSES * PROCESSES:
+        raise RuntimeError(f"claimed {total} of {messages}: rows were lost or taken twice")
+    return total / (max(s[1] for s in spans) - min(s[0] for s in spans))

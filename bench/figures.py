@@ -1,0 +1,305 @@
+"""The figures of issue 7: each runs `scale.repeats` times and stores median / min / max."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench import backlog, dblimit, load, peers
+from bench.common import (
+    PYTHON,
+    ROOT,
+    BenchBroker,
+    Results,
+    Scale,
+    mysql_connect,
+    percentile,
+    summary,
+)
+
+
+def _log(text: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+
+def _started(name: str, serving: str | None = None) -> BenchBroker:
+    broker = BenchBroker(name, **({"serving": serving} if serving else {}))
+    broker.setup()
+    broker.start()
+    return broker
+
+
+def _lat(samples: list[float]) -> dict[str, float]:
+    return {"p50_ms": percentile(samples, 50) * 1000, "p99_ms": percentile(samples, 99) * 1000,
+            "max_ms": max(samples) * 1000, "samples": len(samples)}
+
+
+# --- baselines ---------------------------------------------------------------------------
+
+def baselines(scale: Scale, results: Results) -> None:
+    _log("database limit")
+    database = dblimit.scratch_database()
+    for traces in (False, True):
+        suffix = "_with_traces" if traces else ""
+        results.put(f"dblimit_insert{suffix}", {"unit": "msg/s", **summary(
+            dblimit.insert_rate(database, scale.produce_messages, traces=traces) for _ in range(scale.repeats))})
+        results.put(f"dblimit_claim_ack{suffix}", {"unit": "msg/s", **summary(
+            dblimit.claim_ack_rate(database, scale.e2e_messages, traces=traces) for _ in range(scale.repeats))})
+    BenchBroker("bench_dblimit").teardown()
+
+    for name, run in (("celery", peers.celery_e2e), ("rabbitmq", peers.rabbit_e2e),
+                      ("djangoq", peers.djangoq_e2e)):
+        _log(f"peer {name}")
+        if name == "djangoq":
+            peers.djangoq_setup()
+        count = scale.djangoq_messages if name == "djangoq" else scale.peer_messages
+        pairs = [run(f"{name}{i}{int(time.time())}", count) for i in range(scale.repeats)]
+        results.put(f"{name}_enqueue", {"unit": "msg/s", **summary(p[0] for p in pairs)})
+        results.put(f"{name}_e2e", {"unit": "msg/s", "messages": count, **summary(p[1] for p in pairs)})
+
+    _log("peer celery latency")
+    runs = [_lat(peers.celery_latency(scale.latency_samples)) for _ in range(scale.repeats)]
+    results.put("celery_latency", {"unit": "ms", "p50": summary(r["p50_ms"] for r in runs),
+                                   "p99": summary(r["p99_ms"] for r in runs)})
+
+
+# --- MQ Center ---------------------------------------------------------------------------
+
+def produce(scale: Scale, results: Results) -> None:
+    broker = _started("bench")
+    try:
+        load.ensure_topic(broker, "bench")
+        rates = []
+        for _ in range(scale.repeats):
+            broker.truncate()
+            rates.append(load.produce_rate(broker, "bench", scale.produce_messages))
+        results.put("mq_produce", {"unit": "msg/s", "serving": broker.serving.label,
+                                   "messages": scale.produce_messages, **summary(rates)})
+        results.put("mq_rss_after_produce", {"unit": "MB", "value": broker.rss_mb()})
+    finally:
+        broker.teardown()
+
+
+def e2e(scale: Scale, results: Results) -> None:
+    broker = _started("bench")
+    try:
+        load.ensure_topic(broker, "bench")
+        rates, http_rates = [], []
+        for i in range(scale.repeats):
+            broker.truncate()
+            _log(f"SDK end-to-end run {i + 1}")
+            rates.append(load.sdk_e2e_rate(broker, "bench", scale.e2e_messages))
+        for _ in range(scale.repeats):
+            broker.truncate()
+            http_rates.append(load.pull_ack_rate(broker, "bench", scale.serving_messages))
+        results.put("mq_e2e", {"unit": "msg/s", "serving": broker.serving.label,
+                               "messages": scale.e2e_messages, **summary(rates)})
+        results.put("mq_http_pull_ack", {"unit": "msg/s", "messages": scale.serving_messages, **summary(http_rates)})
+        results.put("mq_rss_after_e2e", {"unit": "MB", "value": broker.rss_mb()})
+    finally:
+        broker.teardown()
+
+
+def latency(scale: Scale, results: Results) -> None:
+    broker = _started("bench")
+    try:
+        runs = []
+        for i in range(scale.repeats):
+            broker.truncate()
+            runs.append(_lat(load.sdk_latency(broker, f"lat{i}", scale.latency_samples)))
+        results.put("mq_latency", {"unit": "ms", "serving": broker.serving.label,
+                                   "p50": summary(r["p50_ms"] for r in runs),
+                                   "p99": summary(r["p99_ms"] for r in runs), "runs": runs})
+    finally:
+        broker.teardown()
+
+
+def _pull_ack_p50(broker: BenchBroker, repeats: int, samples: int) -> dict[str, Any]:
+    runs = []
+    for _ in range(repeats):
+        backlog.take_due(broker.database)
+        runs.append(_lat(load.pull_ack_latency(broker, backlog.TOPIC, samples)))
+    backlog.take_due(broker.database)
+    return {"p50": summary(r["p50_ms"] for r in runs), "p99": summary(r["p99_ms"] for r in runs)}
+
+
+def big_database(scale: Scale) -> BenchBroker:
+    """The broker on the big table (10M finished + 1M delayed at full scale), generated once
+    and kept between runs (`mq_e2e_bench_big_<scale>`)."""
+    broker = BenchBroker(f"bench_big_{scale.name}")
+    have = {}
+    try:
+        have = backlog.counts(broker.database)
+    except Exception:  # noqa: BLE001 - no such database yet
+        broker.setup()
+    finished = sum(n for s, n in have.items() if s in ("SUCCESS", "FAIL", "TIMEOUT"))
+    if finished < scale.backlog_finished or have.get("NEW", 0) < scale.backlog_delayed:
+        _log(f"generating {scale.backlog_finished:,} finished + {scale.backlog_delayed:,} delayed rows")
+        if not have:
+            broker.manage("migrate", "-v0")
+        backlog.grow_finished(broker.database, scale.backlog_finished, log=_log)
+        backlog.add_delayed(broker.database, scale.backlog_delayed)
+    broker.manage("migrate", "-v0")
+    broker.token = broker.manage("createtoken", "--scope", "admin").strip()
+    broker.start()
+    return broker
+
+
+def backlog_figure(scale: Scale, results: Results) -> None:
+    samples = max(scale.latency_samples, 50)
+    empty = _started("bench")
+    try:
+        load.ensure_topic(empty, backlog.TOPIC)
+        empty_lat = _pull_ack_p50(empty, scale.repeats, samples)
+    finally:
+        empty.teardown()
+    big = big_database(scale)
+    try:
+        rows = backlog.counts(big.database)
+        load.ensure_topic(big, backlog.TOPIC)
+        big_lat = _pull_ack_p50(big, scale.repeats, samples)
+    finally:
+        big.stop()
+    results.put("mq_backlog", {"unit": "ms", "empty": empty_lat, "big": big_lat, "rows": rows,
+                               "ratio_p50": big_lat["p50"]["median"] / empty_lat["p50"]["median"]})
+
+
+def console(scale: Scale, results: Results) -> None:
+    figure: dict[str, Any] = {"unit": "ms"}
+    small = BenchBroker("bench_console")
+    small.setup()
+    backlog.grow_finished(small.database, scale.console_small, log=lambda s: None)
+    small.start()
+    big = None
+    try:
+        for label, broker in (("small", small), ("big", None)):
+            if broker is None:
+                small.teardown()
+                broker = big = big_database(scale)
+            figure[f"{label}_rows"] = sum(backlog.counts(broker.database).values())
+            session = backlog.console_session(broker)
+            api = httpx.Client(base_url=broker.url, headers=broker.headers(), timeout=60)
+            pages = {
+                "console_all": (session, "/messages/"),
+                "console_status": (session, "/messages/?status=FAIL"),
+                "api_all": (api, "/api/v1/messages"),
+                "api_status": (api, "/api/v1/messages?status=FAIL"),
+            }
+            for name, (client, path) in pages.items():
+                runs = [percentile(backlog.page_times(client, path, 10), 50) * 1000 for _ in range(scale.repeats)]
+                figure[f"{label}_{name}"] = summary(runs)
+    finally:
+        small.teardown()
+        if big is not None:
+            big.stop()
+    results.put("mq_console", figure)
+
+
+def longpoll(scale: Scale, results: Results) -> None:
+    runs = []
+    broker = _started("bench_lp", serving="uvicorn1")
+    try:
+        load.ensure_topic(broker, "lp")
+        for _ in range(scale.repeats):
+            runs.append(_longpoll_once(broker, scale.longpoll_consumers))
+    finally:
+        broker.teardown()
+    results.put("mq_longpoll", {
+        "consumers": scale.longpoll_consumers, "serving": broker.serving.label,
+        "served": summary(r["served"] for r in runs), "errors": summary(r["errors"] for r in runs),
+        "wake_p50_ms": summary(r["wake_p50_ms"] for r in runs),
+        "wake_p99_ms": summary(r["wake_p99_ms"] for r in runs),
+        "rss_growth_mb": summary(r["rss_growth_mb"] for r in runs),
+        "idle_broker_cpu_cores": summary(r["idle_broker_cpu_cores"] for r in runs),
+        "idle_db_connects_per_s": summary(r["idle_db_connects_per_s"] for r in runs),
+        "max_connections": _max_connections(),
+        "error_samples": sorted({e for r in runs for e in r["error_samples"]})[:5],
+    })
+
+
+def _max_connections() -> int:
+    conn = mysql_connect()
+    cur = conn.cursor()
+    cur.execute("SELECT @@max_connections")
+    value = int(cur.fetchone()[0])
+    conn.close()
+    return value
+
+
+def _waiting(broker: BenchBroker) -> int:
+    text = httpx.get(f"{broker.url}/metrics", timeout=10).text
+    for line in text.splitlines():
+        if line.startswith("mq_waiting_pulls "):
+            return int(float(line.split()[1]))
+    return -1
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _db_connections_total() -> int:
+    conn = mysql_connect()
+    cur = conn.cursor()
+    cur.execute("SHOW GLOBAL STATUS LIKE 'Connections'")
+    value = int(cur.fetchone()[1])
+    conn.close()
+    return value
+
+
+def _idle_cost(broker: BenchBroker, seconds: float) -> dict[str, float]:
+    """What the waiting pulls cost while nothing happens: broker CPU (fraction of one core)
+    and new database connections per second (server-wide, so other clients add noise)."""
+    pids = broker.pids()
+    cpu0, conn0, began = _cpu_seconds(pids), _db_connections_total(), time.monotonic()
+    time.sleep(seconds)
+    elapsed = time.monotonic() - began
+    return {"idle_broker_cpu_cores": (_cpu_seconds(pids) - cpu0) / elapsed,
+            "idle_db_connects_per_s": (_db_connections_total() - conn0) / elapsed}
+
+
+def _longpoll_once(broker: BenchBroker, count: int) -> dict[str, Any]:
+    rss_before = broker.rss_mb()
+    client = subprocess.Popen(
+        [PYTHON, "-m", "bench.workloads.longpoll_client", broker.url, broker.token, "lp", str(count)],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert client.stdout is not None
+    if client.stdout.readline().strip() != "ready":
+        raise RuntimeError("the long-poll client did not start")
+    deadline = time.monotonic() + 20
+    while _waiting(broker) < count and time.monotonic() < deadline:
+        time.sleep(0.2)
+    waiting = _waiting(broker)
+    rss_peak = broker.rss_mb()
+    idle = _idle_cost(broker, 3.0)
+    began = time.time()
+    with httpx.Client(base_url=broker.url, headers=broker.headers(), timeout=60) as http:
+        for start in range(0, count, 1000):
+            n = min(1000, count - start)
+            http.post("/api/v1/messages", json={"messages": [{"topic": "lp", "data": i} for i in range(n)]}
+                      ).raise_for_status()
+    out, _ = client.communicate(timeout=120)
+    answers = json.loads(out.strip().splitlines()[-1])
+    rss_after = broker.rss_mb()
+    woken = [a["at"] - began for a in answers if a["status"] == 200 and a["messages"]]
+    errors = [a for a in answers if a["status"] != 200]
+    return {
+        "waiting_seen": waiting, "served": len(woken), "errors": len(errors), **idle,
+        "error_samples": [str(a["error"])[:120] for a in errors[:3]],
+        "wake_p50_ms": percentile(woken, 50) * 1000 if woken else float("nan"),
+        "wake_p99_ms": percentile(woken, 99) * 1000 if woken else float("nan"),
+        "rss_growth_mb": max(rss_peak, rss_after) - rss_before,
+    }

@@ -1,0 +1,32 @@
+"""The MQ Center consumer the bench runs: `python -m mqclient run bench.workloads.sdk_consumer`.
+
+BENCH_TOPIC names the topic; BENCH_MODE=noop counts handled messages in Redis (one INCR per
+message, the same bookkeeping the peers' no-op tasks do), BENCH_MODE=latency records
+handler start minus the producer's call start (carried in the message) in a Redis list.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import redis
+
+from mqclient import Message, consumer
+
+TOPIC = os.environ.get("BENCH_TOPIC", "bench")
+MODE = os.environ.get("BENCH_MODE", "noop")
+_redis = redis.Redis.from_url(os.environ["BENCH_REDIS_URL"])
+
+
+@consumer(
+    TOPIC,
+    concurrency=int(os.environ.get("BENCH_CONCURRENCY", "4")),
+    prefetch=int(os.environ.get("BENCH_PREFETCH", "96")),
+)
+def handle(message: Message) -> None:
+    if MODE == "latency":
+        started = time.time()
+        _redis.rpush(f"bench:latency:{TOPIC}", started - float(message.data["t0"]))
+    else:
+        _redis.incr(f"bench:done:{TOPIC}")

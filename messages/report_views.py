@@ -1,0 +1,73 @@
+"""Console pages for the Spark reports: the list of runs with progress, "run now", and each
+report as tables and a chart. Thin doors over messages/services/reports.py."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from messages.report_charts import heap_chart_png, trace_chart_png
+from messages.reports import ReportRun
+from messages.services.reports import report_result_visible, report_run_create, report_run_get
+from mqcenter.console import htmx_redirect, moment_from_form, render_page
+from mqcenter.models import ConsoleRole
+from mqcenter.roles import console_principal, console_view
+
+RECENT_RUNS = 50
+ACTIVE = (ReportRun.State.QUEUED, ReportRun.State.RUNNING)
+
+
+@console_view(ConsoleRole.VIEWER)
+def report_list(request: HttpRequest) -> HttpResponse:
+    runs = list(ReportRun.objects.defer("result")[:RECENT_RUNS])
+    return render_page(request, "messages/reports.html", {
+        "runs": runs,
+        "active": any(run.state in ACTIVE for run in runs),
+        "may_run": console_principal(request.user, ConsoleRole.OPERATOR) is not None,
+    }, partial="runs")
+
+
+@require_POST
+@console_view(ConsoleRole.OPERATOR)
+def report_run_now(request: HttpRequest) -> HttpResponse:
+    run = report_run_create(
+        kind=request.POST.get("kind", ""),
+        since=moment_from_form(request.POST.get("since"), "since"),
+        until=moment_from_form(request.POST.get("until"), "until"),
+        actor=request.console.principal.name,
+    )
+    return htmx_redirect(request, reverse("console:report", args=[run.id]))
+
+
+@console_view(ConsoleRole.VIEWER)
+def report_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = report_run_get(run_id=run_id)
+    result = report_result_visible(principal=request.console.principal, result=run.result)
+    return render_page(request, "messages/report.html", {
+        "run": run,
+        "result": result,
+        "finished": run.state not in ACTIVE,
+        "reasons_by_group": _by_group((result or {}).get("reasons", [])),
+        "attempts_by_group": _by_group((result or {}).get("attempts", [])),
+    }, partial="progress")
+
+
+@console_view(ConsoleRole.VIEWER)
+def report_chart(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = report_run_get(run_id=run_id)
+    result = report_result_visible(principal=request.console.principal, result=run.result)
+    if run.state != ReportRun.State.DONE or result is None:
+        return HttpResponse(status=404)
+    draw = heap_chart_png if run.kind == ReportRun.Kind.HEAP else trace_chart_png
+    response = HttpResponse(draw(result), content_type="image/png")
+    response["Cache-Control"] = "private, max-age=3600"  # a done run never changes
+    return response
+
+
+def _by_group(rows: list[dict]) -> list[dict]:
+    """Rows regrouped as [{topic, group, rows: [...]}, ...] in their order."""
+    grouped: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        grouped.setdefault((row["topic"], row["group"]), []).append(row)
+    return [{"topic": t, "group": g, "rows": items} for (t, g), items in grouped.items()]

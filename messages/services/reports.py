@@ -1,0 +1,215 @@
+"""Spark report runs: create, execute (with progress), store the result, e-mail the heap report.
+
+The Spark code (`spark/`) knows nothing of Django; this module turns settings into its
+configuration and keeps the run's state on its `ReportRun` row.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.db import close_old_connections, connection, connections, transaction
+from django.utils import timezone
+
+from messages.reports import ReportRun
+from mqcenter.auth import Principal
+from mqcenter.errors import InvalidRequest, NotFound
+
+if TYPE_CHECKING:
+    from spark.extract import JdbcSource
+    from spark.jobs import ReportConfig
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_WINDOW = timedelta(hours=24)
+MAX_WINDOW = timedelta(days=366)
+ERROR_CHARS = 4000
+
+
+def report_window(
+    *, since: datetime | None = None, until: datetime | None = None
+) -> tuple[datetime, datetime]:
+    """The [since, until) window of a report: the last 24 hours unless given."""
+    until = until or timezone.now()
+    since = since or until - DEFAULT_WINDOW
+    if timezone.is_naive(since) or timezone.is_naive(until):
+        raise InvalidRequest("since and until need a time zone (e.g. 2026-01-01T00:00:00Z)")
+    if since >= until:
+        raise InvalidRequest("since must be before until")
+    if until - since > MAX_WINDOW:
+        raise InvalidRequest("a report covers at most 366 days")
+    return since, until
+
+
+def report_run_create(
+    *,
+    kind: str,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    actor: str = "",
+    enqueue: bool = True,
+) -> ReportRun:
+    """Record a queued run and, once committed, hand it to a Celery worker (`enqueue`)."""
+    if kind not in ReportRun.Kind.values:
+        raise InvalidRequest(f"unknown report {kind!r}; use trace or heap")
+    since, until = report_window(since=since, until=until)
+    run = ReportRun.objects.create(
+        kind=kind,
+        params={"since": since.isoformat(), "until": until.isoformat()},
+        actor=actor[:200],
+    )
+    if enqueue:
+        from messages.tasks import report_run_task
+
+        transaction.on_commit(lambda: report_run_task.delay(run.id))
+    return run
+
+
+def report_run_get(*, run_id: int) -> ReportRun:
+    try:
+        return ReportRun.objects.get(id=run_id)
+    except ReportRun.DoesNotExist:
+        raise NotFound(f"report run {run_id} not found") from None
+
+
+def report_run_execute(*, run_id: int, config: ReportConfig | None = None) -> ReportRun:
+    """Run a queued report: running with progress, then done with its result or failed with
+    the error. Returns the run's final row.
+
+    The queued -> running update is conditional, so a task delivered twice (acks_late) runs
+    the report once: the second delivery finds the run no longer queued and returns.
+    Call outside a transaction: progress must be visible to the console while Spark runs.
+    """
+    claimed = ReportRun.objects.filter(id=run_id, state=ReportRun.State.QUEUED).update(
+        state=ReportRun.State.RUNNING, started_at=timezone.now(), progress=0, note="starting"
+    )
+    run = report_run_get(run_id=run_id)
+    if not claimed:
+        return run
+    clock = time.monotonic()
+    try:
+        from spark import jobs
+
+        config = config or report_config(
+            since=datetime.fromisoformat(run.params["since"]),
+            until=datetime.fromisoformat(run.params["until"]),
+        )
+        job = jobs.run_trace_report if run.kind == ReportRun.Kind.TRACE else jobs.run_heap_report
+        result = job(config, lambda percent, note: _progress(run_id, percent, note))
+    except Exception as exc:
+        if not connection.in_atomic_block:
+            close_old_connections()  # the failure may have been our own lost connection
+        logger.exception("report run %s failed", run_id)
+        ReportRun.objects.filter(id=run_id).update(
+            state=ReportRun.State.FAILED,
+            error=_error_text(exc),
+            finished_at=timezone.now(),
+        )
+        return report_run_get(run_id=run_id)
+    ReportRun.objects.filter(id=run_id).update(
+        state=ReportRun.State.DONE,
+        progress=100,
+        note=f"done in {time.monotonic() - clock:.1f}s",
+        result=result,
+        finished_at=timezone.now(),
+    )
+    run = report_run_get(run_id=run_id)
+    if run.kind == ReportRun.Kind.HEAP:
+        from messages.services.report_mail import report_email_send
+
+        # The report is stored whatever happens to the mail; a mail failure is noted on it.
+        try:
+            sent_to = report_email_send(run=run)
+            ReportRun.objects.filter(id=run_id).update(emailed_to=sent_to)
+        except Exception as exc:
+            logger.exception("report run %s: e-mail failed", run_id)
+            ReportRun.objects.filter(id=run_id).update(note=f"e-mail failed: {exc}"[:200])
+        run.refresh_from_db()
+    return run
+
+
+def _progress(run_id: int, percent: int, note: str) -> None:
+    ReportRun.objects.filter(id=run_id, state=ReportRun.State.RUNNING).update(
+        progress=max(0, min(100, percent)), note=note[:200]
+    )
+
+
+def _error_text(exc: BaseException) -> str:
+    """The error as an operator needs it: type and message, with Java's cause chain (a
+    Py4J error carries the JVM's message, e.g. the connection refused) but no stack."""
+    text = f"{type(exc).__name__}: {exc}"
+    lines = [line for line in text.splitlines() if not line.strip().startswith("at ")]
+    return "\n".join(lines)[:ERROR_CHARS]
+
+
+def report_source() -> JdbcSource:
+    """Where Spark reads the live tables: MQ_REPORT_JDBC_URL, else the default database.
+
+    Only MySQL/MariaDB databases can be read (MariaDB Connector/J); the embedded SQLite
+    quick start cannot feed Spark.
+    """
+    from spark.extract import JdbcSource
+
+    partitions = settings.MQ_REPORT_JDBC_PARTITIONS
+    explicit = settings.MQ_REPORT_JDBC_URL
+    db = connections["default"].settings_dict
+    if explicit:
+        return JdbcSource(url=explicit, user=db.get("USER") or "", password=db.get("PASSWORD") or "",
+                          partitions=partitions)
+    if db["ENGINE"] != "django.db.backends.mysql":
+        raise InvalidRequest(
+            "the Spark reports read MySQL/MariaDB over JDBC; set DATABASE_URL to mysql://... "
+            "or MQ_REPORT_JDBC_URL"
+        )
+    host = db.get("HOST") or "127.0.0.1"
+    port = db.get("PORT") or 3306
+    return JdbcSource(
+        url=f"jdbc:mariadb://{host}:{port}/{db['NAME']}",
+        user=db.get("USER") or "",
+        password=db.get("PASSWORD") or "",
+        partitions=partitions,
+    )
+
+
+def report_config(*, since: datetime, until: datetime, source: JdbcSource | None = None) -> ReportConfig:
+    """The Spark job's configuration from settings: source, archive, alarm thresholds."""
+    from spark.jobs import ReportConfig
+    from topics.models import Topic
+
+    archive = getattr(settings, "MQ_ARCHIVE_PARQUET_DIR", "") or ""
+    thresholds = dict(
+        Topic.objects.filter(backlog_alarm_threshold__isnull=False).values_list("name", "backlog_alarm_threshold")
+    )
+    return ReportConfig(
+        source=source or report_source(),
+        since=since,
+        until=until,
+        archive_messages=os.path.join(archive, "messages") if archive else None,
+        archive_traces=os.path.join(archive, "traces") if archive else None,
+        thresholds=thresholds,
+    )
+
+
+def report_result_visible(*, principal: Principal, result: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The part of a report a principal may read: rows of topics in their business lines.
+
+    Reports cover every topic; an operator of one business line sees only its topics
+    (topics without a business line only by global principals).
+    """
+    if result is None or principal.biz_ids is None:
+        return result
+    from topics.models import Topic
+
+    allowed = set(Topic.objects.filter(biz_id__in=principal.biz_ids).values_list("name", flat=True))
+    visible = dict(result)
+    for name in ("groups", "attempts", "reasons", "consumers", "hourly", "alarms"):
+        if name in result:
+            visible[name] = [row for row in result[name] if row.get("topic") in allowed]
+    if "messages" in result:
+        visible["messages"] = sum(row["messages"] for row in visible.get("groups", []))
+    return visible

@@ -1,0 +1,268 @@
+"""The flush job: per-minute stats buckets from the trace, plus backlog snapshots.
+
+Counts are derived incrementally from `mq_message_trace`, whose ids only grow: each flush
+reads the trace rows after its watermark (a primary-key range scan), adds them to the
+buckets of their minute and moves the watermark, all in one transaction that holds the
+watermark row's lock. Two workers flushing at once therefore take turns, and a crash
+between the bucket writes and the watermark rolls both back: nothing is counted twice.
+
+A trace row is written in the transaction of the change it describes, so a row with a
+smaller id can commit slightly after a larger one. The flush only counts rows older than
+`SETTLE_SECONDS` and stops at the first younger one, which leaves such transactions time
+to commit.
+
+The backlog snapshot is one GROUP BY over the claim index (topic, group, status,
+effect_time): index-only, once per flush, never per page view.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import (
+    Case,
+    Count,
+    F,
+    IntegerField,
+    Min,
+    OuterRef,
+    Q,
+    Subquery,
+    Sum,
+    Value,
+    When,
+)
+from django.utils import timezone
+
+from messages.models import (
+    DEAD_STATUSES,
+    MaintenanceRun,
+    Message,
+    MessageArchive,
+    MessageTrace,
+    StatsBucket,
+    Status,
+    TraceEvent,
+)
+
+FLUSH_BATCH = 20000
+FLUSH_MAX_BATCHES = 50
+SETTLE_SECONDS = 2.0
+COUNT_FIELDS = ("produced", "succeeded", "failed", "retried", "lease_expired")
+SNAPSHOT_FIELDS = ("deliverable", "delayed", "running", "dead", "oldest_deliverable_age_seconds")
+Key = tuple[str, str, datetime]
+
+
+def minute_of(moment: datetime) -> datetime:
+    return moment.replace(second=0, microsecond=0)
+
+
+def _counted_fields(event: str, status_after: str) -> tuple[str, ...]:
+    """Which bucket counters one trace event adds to."""
+    if event == TraceEvent.PRODUCED:
+        return ("produced",)
+    if event == TraceEvent.ACKED:
+        return ("succeeded",)
+    if event == TraceEvent.DEAD:
+        return ("failed",)
+    if event == TraceEvent.RETRY_SCHEDULED:
+        return ("retried",)
+    if event == TraceEvent.LEASE_EXPIRED:
+        return ("lease_expired", "failed" if status_after == Status.TIMEOUT else "retried")
+    return ()
+
+
+COUNTED_EVENTS = (
+    TraceEvent.PRODUCED, TraceEvent.ACKED, TraceEvent.DEAD, TraceEvent.RETRY_SCHEDULED,
+    TraceEvent.LEASE_EXPIRED,
+)
+
+
+def stats_flush(*, now: datetime | None = None, batch: int = FLUSH_BATCH, max_batches: int = FLUSH_MAX_BATCHES) -> dict[str, Any]:
+    """Count new trace events into buckets (bounded batches) and take a backlog snapshot."""
+    now = now or timezone.now()
+    MaintenanceRun.objects.get_or_create(job="flush")
+    events = 0
+    batches = 0
+    while batches < max_batches:
+        counted, more = _flush_batch(now=now, batch=batch)
+        events += counted
+        batches += 1
+        if not more:
+            break
+    pairs = stats_snapshot(now=now)
+    purged = stats_purge(now=now)
+    return {"events": events, "batches": batches, "snapshot_groups": pairs, "purged_buckets": purged}
+
+
+def _flush_batch(*, now: datetime, batch: int) -> tuple[int, bool]:
+    settled = now - timedelta(seconds=SETTLE_SECONDS)
+    with transaction.atomic():
+        state = MaintenanceRun.objects.select_for_update().get(job="flush")
+        marks = list(
+            MessageTrace.objects.filter(id__gt=state.cursor).order_by("id").values_list("id", "at")[:batch]
+        )
+        upper, taken = None, 0
+        for trace_id, at in marks:
+            if at > settled:
+                break  # younger rows wait for the next flush (see the module docstring)
+            upper, taken = trace_id, taken + 1
+        if upper is None:
+            return 0, False
+        # Topic and group come from the message row (a primary-key lookup per event, in
+        # the database); messages archived meanwhile are looked up in the archive.
+        pair_of = Message.objects.filter(id=OuterRef("message_id"))
+        rows = (
+            MessageTrace.objects.filter(id__gt=state.cursor, id__lte=upper, event__in=COUNTED_EVENTS)
+            .annotate(m_topic=Subquery(pair_of.values("topic")[:1]),
+                      m_group=Subquery(pair_of.values("group_name")[:1]))
+            .values_list("message_id", "event", "status_after", "at", "m_topic", "m_group")
+        )
+        counted = list(rows)
+        archived = _archived_pairs({r[0] for r in counted if r[4] is None})
+        deltas: dict[Key, dict[str, int]] = defaultdict(lambda: dict.fromkeys(COUNT_FIELDS, 0))
+        for message_id, event, status_after, at, topic, group in counted:
+            if topic is None:
+                pair = archived.get(message_id)
+                if pair is None:
+                    continue  # the message was deleted before the flush
+                topic, group = pair
+            for field in _counted_fields(event, status_after):
+                deltas[(topic, group, minute_of(at))][field] += 1
+        _add_to_buckets(deltas)
+        MaintenanceRun.objects.filter(pk=state.pk).update(cursor=upper)
+    return taken, taken == len(marks) == batch
+
+
+def _archived_pairs(ids: set[int]) -> dict[int, tuple[str, str]]:
+    pairs: dict[int, tuple[str, str]] = {}
+    id_list = sorted(ids)
+    for start in range(0, len(id_list), 2000):
+        chunk = id_list[start : start + 2000]
+        for mid, topic, group in MessageArchive.objects.filter(id__in=chunk).values_list("id", "topic", "group_name"):
+            pairs[mid] = (topic, group)
+    return pairs
+
+
+def _add_to_buckets(deltas: dict[Key, dict[str, int]]) -> None:
+    """Add counts to existing buckets or create them (caller holds the flush lock)."""
+    if not deltas:
+        return
+    minutes = {key[2] for key in deltas}
+    topics = {key[0] for key in deltas}
+    existing = {
+        (b.topic, b.group_name, b.minute): b
+        for b in StatsBucket.objects.filter(minute__in=minutes, topic__in=topics)
+    }
+    create, update = [], []
+    for key, counts in deltas.items():
+        bucket = existing.get(key)
+        if bucket is None:
+            create.append(StatsBucket(topic=key[0], group_name=key[1], minute=key[2], **counts))
+            continue
+        for field, n in counts.items():
+            setattr(bucket, field, getattr(bucket, field) + n)
+        update.append(bucket)
+    StatsBucket.objects.bulk_create(create, batch_size=500)
+    if update:
+        StatsBucket.objects.bulk_update(update, COUNT_FIELDS, batch_size=500)
+
+
+def backlog_now(*, now: datetime, topic: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+    """Per (topic, group): deliverable, delayed, running, dead and the oldest deliverable
+    age, in one GROUP BY that reads only the claim index."""
+    rows = Message.objects.all()
+    if topic is not None:
+        rows = rows.filter(topic=topic)
+    is_new = Q(status=Status.NEW)
+    grouped = (
+        rows.values("topic", "group_name")
+        .annotate(
+            deliverable=Count(Case(When(is_new & Q(effect_time__lte=now), then=Value(1)), output_field=IntegerField())),
+            delayed=Count(Case(When(is_new & Q(effect_time__gt=now), then=Value(1)), output_field=IntegerField())),
+            running=Count(Case(When(status=Status.RUNNING, then=Value(1)), output_field=IntegerField())),
+            dead=Count(Case(When(status__in=DEAD_STATUSES, then=Value(1)), output_field=IntegerField())),
+            oldest=Min(Case(When(is_new & Q(effect_time__lte=now), then=F("effect_time")))),
+        )
+        .order_by()
+    )
+    snapshot: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in grouped:
+        oldest = row["oldest"]
+        snapshot[(row["topic"], row["group_name"])] = {
+            "deliverable": row["deliverable"],
+            "delayed": row["delayed"],
+            "running": row["running"],
+            "dead": row["dead"],
+            "oldest_deliverable_age_seconds": (
+                round(max((now - oldest).total_seconds(), 0.0), 3) if isinstance(oldest, datetime) else None
+            ),
+        }
+    return snapshot
+
+
+def stats_snapshot(*, now: datetime) -> int:
+    """Write the backlog of every (topic, group) into the current minute's bucket. Idempotent:
+    a second snapshot in the same minute overwrites the first."""
+    MaintenanceRun.objects.get_or_create(job="flush")
+    minute = minute_of(now)
+    snapshot = backlog_now(now=now)
+    # Groups that emptied out since the last snapshot get an explicit zero, so charts and
+    # alarms do not keep showing their last backlog.
+    since = minute - timedelta(minutes=10)
+    recent = set(
+        StatsBucket.objects.filter(minute__gte=since, deliverable__isnull=False)
+        .values_list("topic", "group_name").distinct()
+    )
+    for pair in recent - set(snapshot):
+        snapshot[pair] = {"deliverable": 0, "delayed": 0, "running": 0, "dead": 0,
+                          "oldest_deliverable_age_seconds": None}
+    with transaction.atomic():
+        # Under the flush lock, like the counters: bucket writers never race each other.
+        MaintenanceRun.objects.select_for_update().get(job="flush")
+        existing = {
+            (b.topic, b.group_name): b
+            for b in StatsBucket.objects.select_for_update().filter(minute=minute)
+        }
+        create, update = [], []
+        for (topic, group), values in snapshot.items():
+            bucket = existing.get((topic, group))
+            if bucket is None:
+                create.append(StatsBucket(topic=topic, group_name=group, minute=minute, **values))
+            else:
+                for field, value in values.items():
+                    setattr(bucket, field, value)
+                update.append(bucket)
+        # A concurrent flush may create the same minute's bucket first: skip ours then; the
+        # next flush (a few seconds later) writes the snapshot into it.
+        StatsBucket.objects.bulk_create(create, batch_size=500, ignore_conflicts=True)
+        if update:
+            StatsBucket.objects.bulk_update(update, SNAPSHOT_FIELDS, batch_size=500)
+    return len(snapshot)
+
+
+def stats_purge(*, now: datetime, limit: int = 10000) -> int:
+    """Drop buckets older than MQ_STATS_RETENTION_DAYS (bounded)."""
+    cutoff = now - timedelta(days=settings.MQ_STATS_RETENTION_DAYS)
+    ids = list(StatsBucket.objects.filter(minute__lt=cutoff).values_list("id", flat=True)[:limit])
+    if not ids:
+        return 0
+    deleted, _ = StatsBucket.objects.filter(id__in=ids).delete()
+    return deleted
+
+
+def bucket_totals(
+    *, topics: list[str] | None, since: datetime, until: datetime, fields: tuple[str, ...] = COUNT_FIELDS
+) -> dict[tuple[str, str], dict[str, int]]:
+    """Summed counters per (topic, group) over [since, until)."""
+    rows = StatsBucket.objects.filter(minute__gte=since, minute__lt=until)
+    if topics is not None:
+        rows = rows.filter(topic__in=topics)
+    out: dict[tuple[str, str], dict[str, int]] = {}
+    for row in rows.values("topic", "group_name").annotate(**{f: Sum(f) for f in fields}).order_by():
+        out[(row["topic"], row["group_name"])] = {f: row[f] or 0 for f in fields}
+    return out

@@ -1,0 +1,24 @@
+"""Console routes for messages, dead letters and bulk jobs (namespace `console`)."""
+
+from __future__ import annotations
+
+from django.urls import path, re_path
+
+from messages import report_views, views
+
+urlpatterns = [
+    path("messages/", views.message_list, name="messages"),
+    path("messages/add/", views.message_add, name="message_add"),
+    path("messages/bulk/", views.messages_bulk, name="messages_bulk"),
+    path("messages/<int:message_id>/", views.message_detail, name="message"),
+    path("messages/<int:message_id>/edit/", views.message_edit, name="message_edit"),
+    re_path(r"^messages/(?P<message_id>[0-9]+)/(?P<action>redrive|requeue|delete)/$", views.message_action, name="message_action"),
+    path("dead/", views.dead_letters, name="dead_letters"),
+    path("dead/redrive/", views.dead_letters_redrive, name="dead_letters_redrive"),
+    path("jobs/", views.job_list, name="jobs"),
+    path("jobs/<int:job_id>/", views.job_detail, name="job"),
+    path("reports/", report_views.report_list, name="reports"),
+    path("reports/run/", report_views.report_run_now, name="report_run"),
+    path("reports/<int:run_id>/", report_views.report_detail, name="report"),
+    path("reports/<int:run_id>/chart.png", report_views.report_chart, name="report_chart"),
+]

@@ -1,0 +1,310 @@
+"""Console pages for messages: search, detail with trace, edit, add, actions, bulk jobs,
+dead letters. Thin doors: reads go through selectors, writes through services."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+from django.contrib import messages as flash
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from messages import selectors, services, validation
+from messages.filters import MessageFilter
+from messages.models import BulkJob, Message, Status
+from mqcenter.console import (
+    datetime_local,
+    htmx_redirect,
+    int_from_form,
+    moment_from_form,
+    query_string,
+    render_page,
+)
+from mqcenter.errors import InvalidRequest, MQError
+from mqcenter.models import ConsoleRole
+from mqcenter.roles import console_principal, console_view
+from topics.models import Topic
+
+FILTER_FIELDS = ("topic", "group", "status", "key", "id", "added_after", "added_before", "text")
+STATUS_CHOICES = [("", "any status"), ("NEW", "NEW"), ("RUNNING", "RUNNING"), ("SUCCESS", "SUCCESS"),
+                  ("FAIL", "FAIL"), ("TIMEOUT", "TIMEOUT"), ("FAIL,TIMEOUT", "dead (FAIL or TIMEOUT)")]
+BULK_ACTIONS = {"redrive", "requeue", "delete"}
+DEAD_GROUPS_SHOWN = 50
+
+
+def filter_params(source: Any) -> dict[str, str]:
+    """The filter fields present in a query string or form, as text."""
+    return {name: source.get(name, "").strip() for name in FILTER_FIELDS if source.get(name, "").strip()}
+
+
+def filter_parse(params: dict[str, str]) -> MessageFilter:
+    raw: dict[str, Any] = dict(params)
+    for name in ("added_after", "added_before"):
+        if name in raw:
+            moment = moment_from_form(raw[name], name)
+            raw[name] = moment.isoformat() if moment else None
+    return MessageFilter.parse(raw)
+
+
+def writable_topics(request: HttpRequest, names: set[str]) -> set[str]:
+    """Which of these topics may the signed-in user change messages of (operator on the
+    topic's business line)? Two queries, whatever the number of topics."""
+    principal = console_principal(request.user, ConsoleRole.OPERATOR)
+    if principal is None:
+        return set()
+    if principal.biz_ids is None:
+        return set(names)
+    return set(Topic.objects.filter(name__in=names, biz_id__in=principal.biz_ids).values_list("name", flat=True))
+
+
+def can_write(request: HttpRequest, topic_name: str) -> bool:
+    return topic_name in writable_topics(request, {topic_name})
+
+
+# --- list and bulk -----------------------------------------------------------------------
+
+
+@console_view(ConsoleRole.VIEWER)
+def message_list(request: HttpRequest) -> HttpResponse:
+    params = filter_params(request.GET)
+    error, rows, next_cursor = "", [], None
+    try:
+        flt = filter_parse(params)
+        rows, next_cursor = selectors.messages_search(
+            principal=request.console.principal, filter=flt, cursor=request.GET.get("cursor") or None,
+        )
+    except InvalidRequest as exc:
+        error, flt = exc.message, MessageFilter()
+    context = {
+        "rows": rows, "params": params, "error": error, "status_choices": STATUS_CHOICES,
+        "older_url": query_string(params, cursor=next_cursor) if next_cursor else None,
+        "newest_url": query_string(params) if request.GET.get("cursor") else None,
+        "filtered": not flt.is_empty(),
+        "may_operate": console_principal(request.user, ConsoleRole.OPERATOR) is not None,
+        "topics": _topic_names(request),
+    }
+    return render_page(request, "messages/list.html", context, partial="results")
+
+
+def _topic_names(request: HttpRequest) -> list[str]:
+    rows = Topic.objects.all()
+    principal = request.console.principal
+    if principal.biz_ids is not None:
+        rows = rows.filter(biz_id__in=principal.biz_ids)
+    return list(rows.order_by("name").values_list("name", flat=True)[:1000])
+
+
+@require_POST
+@console_view(ConsoleRole.OPERATOR)
+def messages_bulk(request: HttpRequest) -> HttpResponse:
+    """Redrive, requeue or delete the selected messages or everything matching a filter."""
+    action = request.POST.get("action", "")
+    if action not in BULK_ACTIONS:
+        raise InvalidRequest("Choose redrive, requeue or delete.", details={"field": "action"})
+    params = filter_params(request.POST)
+    principal = request.console.principal
+    if request.POST.get("scope") == "filter":
+        target: dict[str, Any] = {"filter": filter_parse(params)}
+    else:
+        raw_ids = [_int(v) for v in request.POST.getlist("ids")]
+        if not raw_ids:
+            raise InvalidRequest("Select at least one message, or act on the whole filter.")
+        target = {"ids": validation.ids_list(raw_ids)}
+    if action == "delete":
+        result = services.messages_delete(principal=principal, **target)
+    else:
+        result = services.messages_requeue(principal=principal, dead_only=action == "redrive", **target)
+    if "job" in result:
+        return htmx_redirect(request, reverse("console:job", args=[result["job"]]))
+    verb = {"redrive": "Redrove", "requeue": "Requeued", "delete": "Deleted"}[action]
+    flash.success(request, f"{verb} {result['count']} message{'s' if result['count'] != 1 else ''}.")
+    return htmx_redirect(request, reverse("console:messages") + query_string(params))
+
+
+def _int(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise InvalidRequest("ids must be numbers.", details={"field": "ids"}) from exc
+
+
+# --- one message -------------------------------------------------------------------------
+
+
+def pretty_json(text: str) -> str:
+    """Indented JSON for reading (autoescaped by the template, never marked safe)."""
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except (ValueError, TypeError):
+        return text
+
+
+def detail_context(request: HttpRequest | None, message: Message, trace: list[Any]) -> dict[str, Any]:
+    return {
+        "m": message, "trace": trace, "data_pretty": pretty_json(message.data),
+        "headers_pretty": json.dumps(message.headers, indent=2, ensure_ascii=False) if message.headers else "",
+        "is_dead": message.status in (Status.FAIL, Status.TIMEOUT),
+    }
+
+
+@console_view(ConsoleRole.VIEWER)
+def message_detail(request: HttpRequest, message_id: int) -> HttpResponse:
+    message, trace = selectors.message_detail(principal=request.console.principal, message_id=message_id)
+    context = detail_context(request, message, trace)
+    context.update({
+        "may_write": can_write(request, message.topic),
+        "effect_time_local": datetime_local(message.effect_time),
+        "status_edit_choices": services.operations.EDITABLE_STATUSES,
+    })
+    return render_page(request, "messages/detail.html", context, partial="live")
+
+
+@require_POST
+@console_view(ConsoleRole.OPERATOR)
+def message_edit(request: HttpRequest, message_id: int) -> HttpResponse:
+    principal = request.console.principal
+    message = services.message_get(principal=principal, message_id=message_id)
+    changes: dict[str, Any] = {}
+    if "data" in request.POST:
+        try:
+            value = json.loads(request.POST["data"])
+        except ValueError as exc:
+            raise InvalidRequest("data must be valid JSON.", details={"field": "data"}) from exc
+        text = services.data_text(value)
+        if len(text.encode()) > settings.MQ_MAX_DATA_BYTES:
+            raise InvalidRequest(f"data is larger than {settings.MQ_MAX_DATA_BYTES} bytes.", details={"field": "data"})
+        if text != message.data:
+            changes["data"] = text
+    status = request.POST.get("status", "")
+    if status and status != message.status:
+        changes["status"] = status
+    effect = moment_from_form(request.POST.get("effect_time"), "effect_time")
+    if effect is not None and datetime_local(effect) != datetime_local(message.effect_time):
+        changes["effect_time"] = effect
+    retries = int_from_form(request.POST.get("retry_remaining"), "retry_remaining", high=1000)
+    if retries is not None and retries != message.retry_remaining:
+        changes["retry_remaining"] = retries
+    if changes:
+        services.message_edit(principal=principal, message_id=message.id, changes=changes)
+        flash.success(request, f"Saved message {message.id}: changed {', '.join(sorted(changes))}.")
+    else:
+        flash.info(request, "Nothing changed.")
+    return htmx_redirect(request, reverse("console:message", args=[message.id]))
+
+
+@require_POST
+@console_view(ConsoleRole.OPERATOR)
+def message_action(request: HttpRequest, message_id: int, action: str) -> HttpResponse:
+    """Redrive, requeue or delete one message."""
+    principal = request.console.principal
+    services.message_get(principal=principal, message_id=message_id)  # visible, else 404/403
+    if action == "delete":
+        services.messages_delete(principal=principal, ids=[message_id])
+        flash.success(request, f"Deleted message {message_id}.")
+        return htmx_redirect(request, reverse("console:messages"))
+    result = services.messages_requeue(principal=principal, ids=[message_id], dead_only=action == "redrive")
+    if result.get("count"):
+        flash.success(request, f"Message {message_id} is queued again (NEW, effective now).")
+    else:
+        flash.warning(request, f"Message {message_id} was not {action}d: "
+                      + ("only FAIL/TIMEOUT messages are redriven." if action == "redrive"
+                         else "a RUNNING message stays with its consumer."))
+    return htmx_redirect(request, reverse("console:message", args=[message_id]))
+
+
+@console_view(ConsoleRole.OPERATOR)
+def message_add(request: HttpRequest) -> HttpResponse:
+    """Produce one message through the same service as the API."""
+    form = {"topic": request.GET.get("topic", ""), "group": "", "key": "", "data": "{}", "delay_seconds": "",
+            "dedup_key": ""}
+    error, status = "", 200
+    if request.method == "POST":
+        form = {name: request.POST.get(name, "").strip() for name in form}
+        try:
+            try:
+                data = json.loads(form["data"])
+            except ValueError as exc:
+                raise InvalidRequest("data must be valid JSON.", details={"field": "data"}) from exc
+            item: dict[str, Any] = {"topic": form["topic"], "data": data}
+            for name in ("group", "key", "dedup_key"):
+                if form[name]:
+                    item[name] = form[name]
+            if form["delay_seconds"]:
+                item["delay_seconds"] = int_from_form(form["delay_seconds"], "delay_seconds", high=10**8)
+            first = services.message_add(
+                principal=request.console.principal, item=validation.produce_item(item, "message")
+            )
+        except MQError as exc:
+            error, status = exc.message, exc.status
+        else:
+            flash.success(request, f"Added message {first.id} to {first.topic}/{first.group}"
+                          + (" (duplicate: the stored message is shown)." if first.duplicate else "."))
+            return htmx_redirect(request, reverse("console:message", args=[first.id]))
+    return render_page(request, "messages/add.html", {"form": form, "error": error, "topics": _topic_names(request)},
+                       status=status)
+
+
+# --- dead letters ------------------------------------------------------------------------
+
+
+@console_view(ConsoleRole.VIEWER)
+def dead_letters(request: HttpRequest) -> HttpResponse:
+    topic = request.GET.get("topic", "").strip() or None
+    groups, truncated = selectors.dead_letter_groups(principal=request.console.principal, topic=topic)
+    groups = groups[:DEAD_GROUPS_SHOWN + 1]
+    writable = writable_topics(request, {g["topic"] for g in groups})
+    for group in groups:
+        group["may_write"] = group["topic"] in writable
+    return render_page(request, "messages/dead_letters.html", {
+        "groups": groups[:DEAD_GROUPS_SHOWN], "hidden": len(groups) > DEAD_GROUPS_SHOWN, "shown": DEAD_GROUPS_SHOWN,
+        "truncated": truncated, "sample": selectors.DEAD_LETTER_SAMPLE, "topic": topic or "",
+        "may_write_topic": bool(topic) and can_write(request, topic or ""),
+    })
+
+
+@require_POST
+@console_view(ConsoleRole.OPERATOR)
+def dead_letters_redrive(request: HttpRequest) -> HttpResponse:
+    """One-click redrive of a (topic, reason) group, or of every dead letter of a topic."""
+    principal = request.console.principal
+    topic = validation.name(request.POST.get("topic"), "topic")
+    reason = request.POST.get("reason")
+    if reason is None:  # the whole topic: may become a background job
+        result = services.messages_requeue(
+            principal=principal, filter=MessageFilter(topic=topic, status=(Status.FAIL, Status.TIMEOUT)),
+        )
+        if "job" in result:
+            return htmx_redirect(request, reverse("console:job", args=[result["job"]]))
+    else:
+        ids = selectors.dead_letter_ids(principal=principal, topic=topic, reason=reason,
+                                        limit=settings.MQ_REDRIVE_SYNC_LIMIT)
+        result = services.messages_requeue(principal=principal, ids=ids) if ids else {"count": 0}
+    flash.success(request, f"Redrove {result['count']} dead letter{'s' if result['count'] != 1 else ''} of {topic}.")
+    return htmx_redirect(request, reverse("console:dead_letters"))
+
+
+# --- bulk jobs ---------------------------------------------------------------------------
+
+
+@console_view(ConsoleRole.VIEWER)
+def job_list(request: HttpRequest) -> HttpResponse:
+    principal = request.console.principal
+    rows = BulkJob.objects.order_by("-id")
+    jobs = [j for j in rows[:200] if principal.biz_ids is None or j.biz_ids == sorted(principal.biz_ids)][:50]
+    return render_page(request, "messages/jobs.html", {"jobs": jobs})
+
+
+@console_view(ConsoleRole.VIEWER)
+def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = services.bulk_job_get(principal=request.console.principal, job_id=job_id)
+    percent = 100 if job.state == BulkJob.State.DONE else (
+        min(99, int(job.processed * 100 / job.total)) if job.total else 0)
+    flat = {k: (",".join(v) if isinstance(v, list) else v) for k, v in job.filter.items()}
+    return render_page(request, "messages/job.html", {
+        "job": job, "percent": percent, "finished": job.state in (BulkJob.State.DONE, BulkJob.State.FAILED),
+        "filter_query": query_string(flat),
+        "filter_text": ", ".join(f"{k}={v}" for k, v in flat.items()) or "(none)",
+    }, partial="progress")

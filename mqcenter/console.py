@@ -1,0 +1,73 @@
+"""Small helpers the console views share: page-or-partial rendering and form parsing."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.utils.dateparse import parse_datetime
+from django.utils.http import urlencode
+
+from mqcenter.errors import InvalidRequest
+
+
+def render_page(
+    request: HttpRequest, template: str, context: dict[str, Any], *, partial: str | None = None,
+    status: int = 200,
+) -> TemplateResponse:
+    """The full page, or only `template#partial` when HTMX asks for that element."""
+    htmx = getattr(request, "htmx", None)
+    if partial and htmx and not htmx.boosted and htmx.target == partial:
+        return TemplateResponse(request, f"{template}#{partial}", context, status=status)
+    return TemplateResponse(request, template, context, status=status)
+
+
+def htmx_redirect(request: HttpRequest, url: str) -> HttpResponse:
+    """Redirect a plain form post (303) or an HTMX request (HX-Redirect)."""
+    if getattr(request, "htmx", False):
+        response = HttpResponse(status=204)
+        response["HX-Redirect"] = url
+        return response
+    response = HttpResponse(status=303)
+    response["Location"] = url
+    return response
+
+
+def moment_from_form(value: str | None, field: str) -> datetime | None:
+    """A datetime from an <input type=datetime-local> (read as UTC) or ISO 8601 text."""
+    value = (value or "").strip()
+    if not value:
+        return None
+    parsed = parse_datetime(value)
+    if parsed is None:
+        raise InvalidRequest(f"{field} is not a date and time.", details={"field": field})
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def datetime_local(value: datetime | None) -> str:
+    """The value an <input type=datetime-local step=1> shows for a UTC datetime."""
+    if value is None:
+        return ""
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def int_from_form(value: str | None, field: str, *, low: int = 0, high: int = 10**9, default: int | None = None) -> int | None:
+    value = (value or "").strip()
+    if not value:
+        return default
+    try:
+        number = int(value)
+    except ValueError as exc:
+        raise InvalidRequest(f"{field} must be a whole number.", details={"field": field}) from exc
+    if not low <= number <= high:
+        raise InvalidRequest(f"{field} must be between {low} and {high}.", details={"field": field})
+    return number
+
+
+def query_string(params: dict[str, Any], **changes: Any) -> str:
+    """`?a=1&b=2` from params with changes applied; empty values are left out."""
+    merged = {**params, **changes}
+    clean = {k: v for k, v in merged.items() if v not in (None, "", [], ())}
+    return f"?{urlencode(clean, doseq=True)}" if clean else "?"

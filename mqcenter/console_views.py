@@ -1,0 +1,129 @@
+"""Console pages of the site itself: log in/out, password, dashboard, users and grants,
+audit log. Every view is wrapped in `console_view` (see mqcenter/roles.py)."""
+
+from __future__ import annotations
+
+from django.contrib import messages as flash
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.models import User
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.urls import reverse, reverse_lazy
+
+from mqcenter.console import htmx_redirect, int_from_form, query_string, render_page
+from mqcenter.dashboard import dashboard_summary
+from mqcenter.errors import InvalidRequest, MQError
+from mqcenter.models import AuditEntry, ConsoleGrant, ConsoleRole
+from mqcenter.roles import (
+    LOGIN_ONLY,
+    PUBLIC,
+    console_grant_add,
+    console_grant_remove,
+    console_user_create,
+    console_user_set_active,
+    console_view,
+)
+from topics.models import Biz
+
+login = console_view(PUBLIC)(
+    auth_views.LoginView.as_view(template_name="console/login.html", redirect_authenticated_user=True)
+)
+logout = console_view(PUBLIC)(auth_views.LogoutView.as_view())
+password_change = console_view(LOGIN_ONLY)(
+    auth_views.PasswordChangeView.as_view(
+        template_name="console/password_change.html", success_url=reverse_lazy("console:password_change_done"),
+    )
+)
+password_change_done = console_view(LOGIN_ONLY)(
+    auth_views.PasswordChangeDoneView.as_view(template_name="console/password_change.html", extra_context={"done": True})
+)
+
+
+@console_view(ConsoleRole.VIEWER)
+def dashboard(request: HttpRequest) -> HttpResponse:
+    window = request.GET.get("window", "hour")
+    summary = dashboard_summary(principal=request.console.principal, window=window)
+    return render_page(request, "console/dashboard.html", {"d": summary}, partial="live")
+
+
+# --- users and grants --------------------------------------------------------------------
+
+
+@console_view(ConsoleRole.ADMIN, global_admin=True)
+def users(request: HttpRequest) -> HttpResponse:
+    actor = request.console.principal
+    error = ""
+    if request.method == "POST":
+        try:
+            user = console_user_create(
+                actor=actor, username=request.POST.get("username", ""), password=request.POST.get("password", ""),
+                email=request.POST.get("email", "").strip(),
+            )
+            role = request.POST.get("role", "")
+            if role:
+                console_grant_add(actor=actor, user=user, role=role, biz=_biz(request.POST.get("biz")))
+        except MQError as exc:
+            error = exc.message
+        else:
+            flash.success(request, f"Created user {user.username}.")
+            return htmx_redirect(request, reverse("console:user", args=[user.id]))
+    rows = User.objects.prefetch_related("console_grants__biz").order_by("username")[:1000]
+    return render_page(request, "console/users.html", {
+        "users": rows, "error": error, "roles": ConsoleRole.values, "biz_choices": Biz.objects.all(),
+    }, status=400 if error else 200)
+
+
+def _biz(value: str | None) -> Biz | None:
+    if not value:
+        return None
+    biz = Biz.objects.filter(id=int_from_form(value, "biz")).first()
+    if biz is None:
+        raise InvalidRequest("No such business line.", details={"field": "biz"})
+    return biz
+
+
+@console_view(ConsoleRole.ADMIN, global_admin=True)
+def user_detail(request: HttpRequest, user_id: int) -> HttpResponse:
+    actor = request.console.principal
+    user = get_object_or_404(User, id=user_id)
+    if request.method == "POST":
+        op = request.POST.get("op")
+        if op == "grant":
+            console_grant_add(actor=actor, user=user, role=request.POST.get("role", ""), biz=_biz(request.POST.get("biz")))
+            flash.success(request, "Grant added.")
+        elif op == "revoke":
+            grant = get_object_or_404(ConsoleGrant, id=int_from_form(request.POST.get("grant"), "grant"), user=user)
+            console_grant_remove(actor=actor, grant=grant)
+            flash.success(request, "Grant removed.")
+        elif op in ("activate", "deactivate"):
+            console_user_set_active(actor=actor, user=user, active=op == "activate")
+            flash.success(request, f"User {user.username} {'activated' if op == 'activate' else 'deactivated'}.")
+        else:
+            raise InvalidRequest("Unknown operation.")
+        return htmx_redirect(request, reverse("console:user", args=[user.id]))
+    return render_page(request, "console/user.html", {
+        "u": user, "grants": user.console_grants.select_related("biz").order_by("role"),
+        "roles": ConsoleRole.values, "biz_choices": Biz.objects.all(),
+    })
+
+
+# --- audit -------------------------------------------------------------------------------
+
+
+@console_view(ConsoleRole.ADMIN, global_admin=True)
+def audit(request: HttpRequest) -> HttpResponse:
+    """Every operator and admin action, newest first, keyset-paginated on id."""
+    params = {k: request.GET.get(k, "").strip() for k in ("actor", "action", "target") if request.GET.get(k, "").strip()}
+    rows = AuditEntry.objects.all()
+    if "actor" in params:
+        rows = rows.filter(actor=params["actor"])
+    if "action" in params:
+        rows = rows.filter(action__startswith=params["action"])
+    if "target" in params:
+        rows = rows.filter(target_id=params["target"])
+    before = int_from_form(request.GET.get("before"), "before")
+    if before:
+        rows = rows.filter(id__lt=before)
+    page = list(rows.order_by("-id")[:51])
+    older = query_string(params, before=page[49].id) if len(page) > 50 else None
+    return render_page(request, "console/audit.html", {"entries": page[:50], "params": params, "older_url": older})

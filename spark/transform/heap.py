@@ -1,0 +1,106 @@
+"""The heap (accumulation) report: where messages pile up, per topic and group.
+
+Inputs are `messages` (live messages not finished, plus any message produced or updated in
+the window, live or archived) and `traces` (trace events in the window). Pure functions.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from spark.transform import KEYS, seconds_between
+
+
+def finishing_event() -> Column:
+    """A message leaves the heap when it is finished: acked (SUCCESS), dead (FAIL) or its
+    last lease expired with no retries left (TIMEOUT)."""
+    return F.col("event").isin("acked", "dead") | (
+        (F.col("event") == "lease_expired") & (F.col("status_after") == "TIMEOUT")
+    )
+
+
+def finishes(messages: DataFrame, traces: DataFrame, *, since: datetime, until: datetime) -> DataFrame:
+    """Messages finished in [since, until): one row per finishing event, with topic and group."""
+    keys = messages.select(F.col("id").alias("message_id"), *KEYS)
+    return (
+        traces.where(finishing_event() & (F.col("at") >= F.lit(since)) & (F.col("at") < F.lit(until)))
+        .join(keys, "message_id", "inner")
+        .select(*KEYS, "message_id", "at")
+    )
+
+
+def hourly_flow(
+    messages: DataFrame, finished: DataFrame, *, since: datetime, until: datetime
+) -> DataFrame:
+    """Inflow (produced) and outflow (finished) per topic, group and hour of the window."""
+    inflow = (
+        messages.where((F.col("add_time") >= F.lit(since)) & (F.col("add_time") < F.lit(until)))
+        .groupBy(*KEYS, F.date_trunc("hour", "add_time").alias("hour"))
+        .agg(F.count("*").alias("inflow"))
+    )
+    outflow = finished.groupBy(*KEYS, F.date_trunc("hour", "at").alias("hour")).agg(
+        F.count("*").alias("outflow")
+    )
+    return inflow.join(outflow, [*KEYS, "hour"], "full").fillna({"inflow": 0, "outflow": 0})
+
+
+def heap_summary(
+    messages: DataFrame, flow: DataFrame, *, as_of: datetime, window_hours: float
+) -> DataFrame:
+    """One row per topic and group: backlog now, oldest deliverable age, flow rates, growth
+    trend and estimated time to drain.
+
+    backlog: NEW and deliverable (effect_time <= as_of); delayed: NEW, not yet deliverable.
+    oldest_age_seconds: how long the oldest deliverable message has been waiting since it
+    became deliverable. drain_hours: backlog / (outflow - inflow) per hour at the window's
+    average rates; 0 without a backlog, null when the backlog does not shrink.
+    """
+    deliverable = (F.col("status") == "NEW") & (F.col("effect_time") <= F.lit(as_of))
+    state = messages.groupBy(*KEYS).agg(
+        F.sum(F.when(deliverable, 1).otherwise(0)).alias("backlog"),
+        F.sum(F.when((F.col("status") == "NEW") & ~deliverable, 1).otherwise(0)).alias("delayed"),
+        F.sum(F.when(F.col("status") == "RUNNING", 1).otherwise(0)).alias("running"),
+        F.min(F.when(deliverable, F.col("effect_time"))).alias("oldest_effect_time"),
+    )
+    totals = flow.groupBy(*KEYS).agg(F.sum("inflow").alias("inflow"), F.sum("outflow").alias("outflow"))
+    hours = F.lit(float(window_hours))
+    joined = (
+        state.join(totals, KEYS, "full")
+        .fillna({"backlog": 0, "delayed": 0, "running": 0, "inflow": 0, "outflow": 0})
+        .withColumn("as_of", F.lit(as_of).cast("timestamp"))
+        .withColumn("oldest_age_seconds", seconds_between("as_of", "oldest_effect_time"))
+        .withColumn("inflow_per_hour", F.col("inflow") / hours)
+        .withColumn("outflow_per_hour", F.col("outflow") / hours)
+        .withColumn("growth_per_hour", (F.col("inflow") - F.col("outflow")) / hours)
+    )
+    net_drain = F.col("outflow_per_hour") - F.col("inflow_per_hour")
+    return (
+        joined.withColumn(
+            "trend",
+            F.when(F.col("growth_per_hour") > 0, "growing")
+            .when(F.col("growth_per_hour") < 0, "shrinking")
+            .otherwise("steady"),
+        )
+        .withColumn(
+            "drain_hours",
+            F.when(F.col("backlog") == 0, F.lit(0.0)).when(net_drain > 0, F.col("backlog") / net_drain),
+        )
+        .drop("as_of", "oldest_effect_time")
+    )
+
+
+def heap_alarms(summary: DataFrame, thresholds: DataFrame) -> DataFrame:
+    """Groups whose backlog reached their topic's alarm threshold, most over first.
+
+    `thresholds` has columns topic, threshold (topics without a threshold are absent).
+    """
+    return (
+        summary.join(thresholds, "topic", "inner")
+        .where(F.col("backlog") >= F.col("threshold"))
+        .withColumn("ratio", F.col("backlog") / F.col("threshold"))
+        .select(*KEYS, "backlog", "threshold", "ratio", "oldest_age_seconds", "trend")
+        .orderBy(F.col("ratio").desc(), *KEYS)
+    )

@@ -1,0 +1,93 @@
+"""Operations and documentation endpoints: /healthz, /readyz, /metrics, /api/schema/, /api/docs/."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from django.test import override_settings
+from django.urls import reverse
+from openapi_spec_validator import validate
+
+from tests.api.helpers import expect_error
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_answers_healthz(anonymous_api):
+    response = anonymous_api.get("/healthz")
+    assert response.status_code == 200 and response.json() == {"status": "ok"}
+
+
+def test_it_answers_readyz_with_database_and_redis(anonymous_api):
+    response = anonymous_api.get("/readyz")
+    assert response.status_code == 200
+    assert response.json()["checks"] == {"database": "ok", "redis": "ok"}
+
+
+def test_it_serves_metrics_to_an_admin_token_only(admin_api, producer_api, anonymous_api):
+    response = admin_api.get("/metrics")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain")
+    assert b"# TYPE" in response.content
+    expect_error(anonymous_api.get("/metrics"), 401, "unauthenticated")
+    expect_error(producer_api.get("/metrics"), 403, "forbidden")
+    from tests.conftest import Api
+
+    expect_error(Api("mq_nope_nope").get("/metrics"), 401, "unauthenticated")
+
+
+def schema_document(client):
+    response = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert response.status_code == 200
+    content = response.content.decode()
+    return yaml.safe_load(content)
+
+
+def test_it_serves_a_valid_openapi_document(anonymous_api):
+    document = schema_document(anonymous_api.client)
+    validate(document)
+    assert document["openapi"].startswith("3.")
+
+
+def test_it_documents_every_api_route_and_method(anonymous_api):
+    from tests.security.routes import api_routes
+
+    paths = schema_document(anonymous_api.client)["paths"]
+    documented = {(path, method) for path, ops in paths.items() for method in ops if method != "parameters"}
+    for route in api_routes():
+        for method in route.methods:
+            assert (route.schema_path, method.lower()) in documented, (route.schema_path, method)
+
+
+def test_it_documents_the_error_body(anonymous_api):
+    document = schema_document(anonymous_api.client)
+    produce = document["paths"]["/api/v1/messages"]["post"]
+    assert {"201", "400", "401", "403", "413"} <= set(produce["responses"])
+    error = document["components"]["schemas"]["Error"]
+    assert "error" in error["properties"]
+
+
+def test_it_serves_the_docs_page(anonymous_api):
+    response = anonymous_api.get(reverse("docs"))
+    assert response.status_code == 200
+    assert b"swagger" in response.content.lower()
+
+
+def test_it_answers_unknown_endpoints_and_methods_with_the_error_body(admin_api):
+    expect_error(admin_api.get("/api/v1/nothing-here"), 404, "not_found")
+    response = admin_api.client.put("/api/v1/messages", "{}", content_type="application/json",
+                                    HTTP_AUTHORIZATION=f"Bearer {admin_api.token}")
+    expect_error(response, 405, "method_not_allowed")
+
+
+def test_it_rate_limits_a_token_with_429_and_retry_after(admin_api, settings):
+    # A private cache: the shared Redis cache would let concurrent test runs' tokens collide.
+    rest = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"token": "3/min"}}
+    with override_settings(REST_FRAMEWORK=rest,
+                           CACHES={"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+                                               "LOCATION": "ratelimit-test"}}):
+        statuses = [admin_api.get("/api/v1/topics").status_code for _ in range(4)]
+        assert statuses[:3] == [200, 200, 200]
+        response = admin_api.get("/api/v1/topics")
+    expect_error(response, 429, "rate_limited")
+    assert int(response["Retry-After"]) >= 1

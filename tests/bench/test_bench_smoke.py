@@ -1,0 +1,73 @@
+"""The benchmark suite's machinery at toy sizes, so it does not rot between full runs.
+
+Real services throughout: a broker process on its own database (`mq_e2e_bench_smoke`), SDK
+consumer processes, MariaDB through plain mysqlclient. Asserts what the bench would report
+on (every message stored, every message handled once) and that the report is written;
+never how fast anything was.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench import dblimit, load, report
+from bench.common import BenchBroker, summary
+
+pytestmark = pytest.mark.e2e
+
+
+def test_it_measures_the_database_limit_without_losing_rows() -> None:
+    database = dblimit.scratch_database()
+    try:
+        assert dblimit.insert_rate(database, 400) > 0
+        # claim_ack_rate raises if any row was lost or claimed twice
+        assert dblimit.claim_ack_rate(database, 400, traces=True) > 0
+    finally:
+        BenchBroker("bench_dblimit").teardown()
+
+
+@pytest.fixture
+def broker():  # type: ignore[no-untyped-def]
+    server = BenchBroker("bench_smoke", serving="uvicorn1")
+    server.setup()
+    server.start()
+    yield server
+    server.teardown()
+
+
+def test_it_produces_over_http_and_drains_with_sdk_consumer_processes(broker: BenchBroker) -> None:
+    load.ensure_topic(broker, "smoke")
+    assert load.produce_rate(broker, "smoke", 400) > 0
+    assert broker.sql("SELECT COUNT(*) FROM mq_message WHERE topic='smoke' AND status='NEW'")[0][0] == 400
+
+    broker.truncate()
+    assert load.sdk_e2e_rate(broker, "smoke", 600, processes=2) > 0
+    # the consumers stop gracefully (acks flushed) before the rate is returned
+    by_status = dict(broker.sql("SELECT status, COUNT(*) FROM mq_message GROUP BY status"))
+    assert by_status == {"SUCCESS": 600}
+    assert broker.rss_mb() > 10
+
+
+def test_it_writes_the_table_and_charts(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    data = {"figures": {
+        "mq_produce": summary([900, 1000, 1100]), "dblimit_insert": summary([3000, 3000, 3000]),
+        "mq_e2e": summary([2000, 2100, 2200]), "dblimit_claim_ack": summary([3000, 3100, 3200]),
+        "celery_e2e": summary([500, 600, 700]),
+        "mq_latency": {"p50": summary([5, 6, 7]), "p99": summary([20, 30, 40])},
+        "celery_latency": {"p50": summary([4, 4, 4]), "p99": summary([9, 9, 9])},
+    }}
+    (tmp_path / "results.json").write_text(json.dumps(data))
+    report.write(data, tmp_path)
+
+    table = (tmp_path / "results.md").read_text()
+    assert "| produce throughput, msg/s | 1,000 (900-1,100) |" in table
+    produce_row = next(line for line in table.splitlines() if line.startswith("| produce throughput"))
+    assert produce_row.endswith("**missed** |")  # 1,000 is below half of 3,000
+    e2e_row = next(line for line in table.splitlines() if line.startswith("| end-to-end"))
+    assert e2e_row.endswith("**met** |")
+    latency_row = next(line for line in table.splitlines() if line.startswith("| delivery latency p50"))
+    assert latency_row.endswith("**missed** |")  # 6 ms is not below Celery's 4 ms
+    assert (tmp_path / "throughput_e2e.png").stat().st_size > 1000
+    assert (tmp_path / "latency.png").stat().st_size > 1000

@@ -1,0 +1,99 @@
+"""Shop's world for the security tests: its data, and how to call every route on it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from messages.models import BulkJob, Message
+from registry.services import broker_heartbeat
+from tests.api.helpers import produce, pull
+from tests.conftest import Api, make_api
+from topics.models import Biz
+
+# Strings only the shop's data contains: none may reach another business line's token.
+MARKERS = ("SHOPSECRET", "SHOPKEY", "SHOPTITLE", "SHOPOWNER", "shophost")
+
+
+@dataclass(frozen=True)
+class Sample:
+    """How to call one (route, method) meaningfully, and who may.
+
+    needs: "admin", "produce", "consume", "topic" (any scope on the topic), "any" (every
+    valid token: broker discovery). filtered: the answer is a list cut down to what the
+    caller may see (2xx allowed for outsiders, but without a trace of shop data).
+    """
+
+    needs: str = "admin"
+    body: Any = field(default_factory=dict)
+    params: dict[str, str] = field(default_factory=dict)
+    filtered: bool = False
+
+
+def samples(world: dict[str, Any]) -> dict[tuple[str, str], Sample]:
+    running, dead = world["running"], world["dead"]
+    return {
+        ("api:messages", "POST"): Sample("produce", {"messages": [{"topic": "orders", "data": 1}]}),
+        ("api:messages", "GET"): Sample("admin", params={"topic": "orders"}, filtered=True),
+        ("api:messages-redrive", "POST"): Sample("admin", {"ids": [dead]}, filtered=True),
+        ("api:messages-requeue", "POST"): Sample("admin", {"ids": [dead]}, filtered=True),
+        ("api:messages-delete", "POST"): Sample("admin", {"ids": [dead]}, filtered=True),
+        ("api:message-detail", "GET"): Sample("admin"),
+        ("api:message-detail", "PATCH"): Sample("admin", {"data": {"edited": True}}),
+        ("api:message-detail", "DELETE"): Sample("admin"),
+        ("api:job-detail", "GET"): Sample("admin"),
+        ("api:pull", "POST"): Sample("consume", {"topic": "orders", "consumer": "probe"}),
+        ("api:ack", "POST"): Sample("consume", {"consumer": "shophost:1:c1", "results": [{"id": running, "status": "SUCCESS"}]}),
+        ("api:extend", "POST"): Sample("consume", {"consumer": "shophost:1:c1", "ids": [running], "seconds": 30}),
+        ("api:release", "POST"): Sample("consume", {"consumer": "shophost:1:c1", "ids": [running]}),
+        ("api:stats", "GET"): Sample("admin", filtered=True),
+        ("api:biz-list", "GET"): Sample("admin", filtered=True),
+        ("api:biz-list", "POST"): Sample("admin", {"name": "newbiz"}),
+        ("api:biz-detail", "GET"): Sample("admin"),
+        ("api:biz-detail", "PATCH"): Sample("admin", {"title": "changed"}),
+        ("api:biz-detail", "DELETE"): Sample("admin"),
+        ("api:topic-list", "GET"): Sample("admin", filtered=True),
+        ("api:topic-list", "POST"): Sample("admin", {"topic": "orders.new", "biz": "shop"}),
+        ("api:topic-detail", "GET"): Sample("topic"),
+        ("api:topic-detail", "PATCH"): Sample("admin", {"paused": True}),
+        ("api:topic-detail", "DELETE"): Sample("admin"),
+        ("api:registry-consumers", "POST"): Sample("consume", {"consumer": "probe", "subscriptions": [{"topic": "orders"}]}),
+        ("api:registry-consumers", "GET"): Sample("any", params={"topic": "orders"}, filtered=True),
+        ("api:registry-consumer", "DELETE"): Sample("consume"),
+        ("api:registry-brokers", "GET"): Sample("any"),
+    }
+
+
+@pytest.fixture
+def world(admin_api: Api, shop: Biz, other_biz: Biz) -> dict[str, Any]:
+    """Shop's data: a topic, a message held by a consumer, a dead letter, a job, a broker."""
+    shop.title = "SHOPTITLE"
+    shop.save()
+    assert admin_api.post("/api/v1/topics", {"topic": "orders", "biz": "shop", "owner": "SHOPOWNER"}).status_code == 201
+    shop_producer = make_api(["produce:orders*"], shop)
+    shop_consumer = make_api(["consume:orders*"], shop)
+    hb = shop_consumer.post("/api/v1/registry/consumers", {"consumer": "shophost:1:c1", "subscriptions": [{"topic": "orders"}]})
+    assert hb.status_code == 200
+    running, dead = (e["id"] for e in produce(
+        shop_producer,
+        {"topic": "orders", "data": {"secret": "SHOPSECRET"}, "key": "SHOPKEY"},
+        {"topic": "orders", "data": {"secret": "SHOPSECRET"}, "key": "SHOPKEY"},
+    ))
+    pulled = pull(shop_consumer, "orders", consumer="shophost:1:c1", max_messages=2)
+    assert {m["id"] for m in pulled} == {running, dead}
+    Message.objects.filter(id=dead).update(status="FAIL", lease_owner=None, lease_expires_at=None)
+    Message.objects.filter(id=running).update(lease_expires_at=timezone.now() + timedelta(hours=1))
+    job = BulkJob.objects.create(kind="delete", filter={"topic": "orders"}, actor="test", biz_ids=[shop.id])
+    broker_heartbeat(node_id="n1", url="http://10.0.0.5:8000", host="h", pid=1)
+    return {
+        "running": running, "dead": dead,
+        "path": {"message_id": str(running), "job_id": str(job.id), "biz_id": str(shop.id),
+                 "topic": "orders", "consumer": "shophost:1:c1"},
+        "shop": shop,
+    }
+
+

@@ -1,0 +1,19 @@
+"""Console routes for business lines, topics and API tokens (namespace `console`)."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from topics import views
+
+urlpatterns = [
+    path("topics/", views.topic_list, name="topics"),
+    path("topics/new/", views.topic_create, name="topic_create"),
+    path("topics/<str:name>/", views.topic_detail, name="topic"),
+    path("topics/<str:name>/pause/", views.topic_pause, name="topic_pause"),
+    path("topics/<str:name>/delete/", views.topic_delete, name="topic_delete"),
+    path("biz/", views.biz_list, name="biz_list"),
+    path("biz/<int:biz_id>/", views.biz_detail, name="biz"),
+    path("tokens/", views.token_list, name="tokens"),
+    path("tokens/<int:token_id>/revoke/", views.token_revoke, name="token_revoke"),
+]

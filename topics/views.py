@@ -1,0 +1,300 @@
+"""Console pages for business lines, topics (settings, groups, pause) and API tokens.
+
+Form input is validated with the API's serializers and written through topics.services, so
+the console and the REST API enforce the same rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages as flash
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+from rest_framework import serializers as drf_serializers
+
+from messages import selectors as message_selectors
+from mqcenter.auth import Principal
+from mqcenter.console import htmx_redirect, render_page
+from mqcenter.dashboard import backlog_overview, rates_by_group
+from mqcenter.errors import Forbidden, InvalidRequest, MQError, NotFound
+from mqcenter.models import ConsoleRole
+from mqcenter.roles import console_principal, console_view
+from topics import services
+from topics.api import BizSerializer, TopicSerializer, TopicUpdateSerializer, biz_out
+from topics.models import ApiToken, Biz, DeliveryMode, RetryStrategy, Topic
+
+
+def visible_biz(principal: Principal) -> list[Biz]:
+    rows = Biz.objects.all()
+    if principal.biz_ids is not None:
+        rows = rows.filter(id__in=principal.biz_ids)
+    return list(rows)
+
+
+def visible_topics(principal: Principal, biz: str | None = None) -> list[Topic]:
+    rows = Topic.objects.select_related("biz").prefetch_related("groups")
+    if principal.biz_ids is not None:
+        rows = rows.filter(biz_id__in=principal.biz_ids)
+    if biz:
+        rows = rows.filter(biz__name=biz)
+    return list(rows[:2000])
+
+
+def topic_for(principal: Principal, name: str) -> Topic:
+    topic = services.topic_get(name)
+    if not principal.may_biz(topic.biz_id):
+        raise NotFound(f"Topic {name!r} does not exist.")
+    return topic
+
+
+def _validated(serializer_class: type[drf_serializers.Serializer], data: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    serializer = serializer_class(data=data, **kwargs)
+    if not serializer.is_valid():
+        field, problems = next(iter(serializer.errors.items()))
+        problem = problems[0] if isinstance(problems, list) else problems
+        if isinstance(problem, dict):  # nested (groups)
+            problem = next(iter(problem.values()))[0] if problem else "invalid"
+        raise InvalidRequest(f"{field}: {problem}", details={"field": field})
+    return dict(serializer.validated_data)
+
+
+# --- topics ------------------------------------------------------------------------------
+
+
+@console_view(ConsoleRole.VIEWER)
+def topic_list(request: HttpRequest) -> HttpResponse:
+    principal = request.console.principal
+    biz = request.GET.get("biz", "").strip() or None
+    topics = visible_topics(principal, biz)
+    stats, as_of = backlog_overview(principal=principal)
+    rates = rates_by_group(principal=principal)
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for entry in stats:
+        by_topic.setdefault(entry["topic"], []).append(dict(entry))
+    rows = []
+    for topic in topics:
+        modes = {g.name: g.mode for g in topic.groups.all()}
+        groups = by_topic.get(topic.name, [])
+        for name in modes:
+            if not any(g["group"] == name for g in groups):
+                groups.append({"group": name, "new": 0, "running": 0, "dead": 0, "success": 0, "oldest": None})
+        for g in groups:
+            g["mode"] = modes.get(g["group"], "queue")
+            g["rate"] = rates.get((topic.name, g["group"]))
+        groups.sort(key=lambda g: g["group"])
+        backlog = sum(g["new"] for g in groups)
+        rows.append({"topic": topic, "groups": groups, "backlog": backlog,
+                     "alarm": topic.backlog_alarm_threshold is not None and backlog >= topic.backlog_alarm_threshold})
+    return render_page(request, "topics/list.html", {
+        "rows": rows, "biz_names": [b.name for b in visible_biz(principal)], "biz": biz or "",
+        "is_admin": console_principal(request.user, ConsoleRole.ADMIN) is not None, "as_of": as_of,
+    })
+
+
+def topic_form_data(post: Any) -> dict[str, Any]:
+    """Form fields to the API's topic body (validated by its serializer afterwards)."""
+    data: dict[str, Any] = {}
+    for name in ("owner", "description", "retry_strategy"):
+        if name in post:
+            data[name] = post.get(name, "").strip()
+    for name in ("retry_count", "retry_interval_seconds", "timeout_seconds", "retention_days"):
+        if post.get(name, "").strip():
+            data[name] = post.get(name).strip()
+    if "backlog_alarm_threshold" in post:
+        data["backlog_alarm_threshold"] = post.get("backlog_alarm_threshold").strip() or None
+    if "alarm_emails" in post:
+        data["alarm_emails"] = [e.strip() for e in post.get("alarm_emails", "").replace(",", "\n").splitlines() if e.strip()]
+    data["paused"] = post.get("paused") == "on"
+    groups = []
+    for name, mode in zip(post.getlist("group_name"), post.getlist("group_mode"), strict=False):
+        if name.strip():
+            groups.append({"group": name.strip(), "mode": mode})
+    if groups:
+        data["groups"] = groups
+    return data
+
+
+def topic_form_context(principal: Principal, topic: Topic | None, error: str = "", values: Any = None) -> dict[str, Any]:
+    return {
+        "topic": topic, "error": error, "biz_choices": visible_biz(principal),
+        "strategies": RetryStrategy.values, "modes": DeliveryMode.values,
+        "groups": list(topic.groups.all()) if topic else [],
+        "emails": "\n".join(topic.alarm_emails) if topic else "",
+        "values": values,
+    }
+
+
+@console_view(ConsoleRole.ADMIN)
+def topic_create(request: HttpRequest) -> HttpResponse:
+    principal = request.console.principal
+    if request.method == "POST":
+        try:
+            data = topic_form_data(request.POST)
+            data["topic"] = request.POST.get("topic", "").strip()
+            biz_name = request.POST.get("biz", "").strip() or None
+            clean = _validated(TopicSerializer, data)
+            biz = _biz_named(principal, biz_name)
+            if biz is None and principal.biz_ids is not None:
+                raise InvalidRequest("Choose the business line that owns the topic.", details={"field": "biz"})
+            name, groups = clean.pop("topic"), clean.pop("groups", None)
+            topic = services.topic_create(actor=principal.name, name=name, biz=biz, settings=clean, groups=groups)
+        except MQError as exc:
+            context = topic_form_context(principal, None, exc.message, request.POST)
+            return render_page(request, "topics/form.html", context, status=400)
+        flash.success(request, f"Created topic {topic.name}.")
+        return htmx_redirect(request, reverse("console:topic", args=[topic.name]))
+    return render_page(request, "topics/form.html", topic_form_context(principal, None))
+
+
+@console_view(ConsoleRole.VIEWER)
+def topic_detail(request: HttpRequest, name: str) -> HttpResponse:
+    """Settings (editable by admins) and the topic's per-group counts."""
+    topic = topic_for(request.console.principal, name)
+    admin = console_principal(request.user, ConsoleRole.ADMIN)
+    may_edit = admin is not None and admin.may_biz(topic.biz_id)
+    if request.method == "POST":
+        if not may_edit:
+            raise Forbidden("Only an admin of this business line changes topic settings.")
+        try:
+            clean = _validated(TopicUpdateSerializer, topic_form_data(request.POST), partial=True)
+            biz = _biz_named(admin, request.POST.get("biz", "").strip() or None)
+            groups = clean.pop("groups", None)
+            services.topic_update(actor=admin.name, topic=topic, settings=clean, biz=biz, groups=groups)
+        except (InvalidRequest, Forbidden) as exc:
+            context = topic_form_context(admin, topic, exc.message)
+            context["stats"] = []
+            return render_page(request, "topics/form.html", context, status=400)
+        flash.success(request, f"Saved topic {topic.name}.")
+        return htmx_redirect(request, reverse("console:topic", args=[topic.name]))
+    context = topic_form_context(request.console.principal, topic)
+    context["may_edit"] = may_edit
+    context["stats"] = message_selectors.topic_stats(principal=request.console.principal, topic=topic.name)
+    return render_page(request, "topics/form.html", context)
+
+
+@require_POST
+@console_view(ConsoleRole.ADMIN)
+def topic_pause(request: HttpRequest, name: str) -> HttpResponse:
+    principal = request.console.principal
+    topic = topic_for(principal, name)
+    paused = request.POST.get("paused") == "1"
+    services.topic_update(actor=principal.name, topic=topic, settings={"paused": paused})
+    flash.success(request, f"{'Paused' if paused else 'Resumed'} topic {topic.name}.")
+    return htmx_redirect(request, request.POST.get("next") if request.POST.get("next", "").startswith("/") else reverse("console:topics"))
+
+
+@require_POST
+@console_view(ConsoleRole.ADMIN)
+def topic_delete(request: HttpRequest, name: str) -> HttpResponse:
+    principal = request.console.principal
+    topic = topic_for(principal, name)
+    services.topic_delete(actor=principal.name, topic=topic)
+    flash.success(request, f"Deleted topic {name}.")
+    return htmx_redirect(request, reverse("console:topics"))
+
+
+def _biz_named(principal: Principal, name: str | None) -> Biz | None:
+    if name is None:
+        return None
+    biz = Biz.objects.filter(name=name).first()
+    if biz is None or not principal.may_biz(biz.id):
+        raise InvalidRequest(f"Business line {name!r} does not exist.", details={"field": "biz"})
+    return biz
+
+
+# --- business lines ----------------------------------------------------------------------
+
+
+@console_view(ConsoleRole.ADMIN)
+def biz_list(request: HttpRequest) -> HttpResponse:
+    principal = request.console.principal
+    error = ""
+    if request.method == "POST":
+        if principal.biz_ids is not None:
+            raise Forbidden("Only an unrestricted admin creates business lines.")
+        try:
+            data = _validated(BizSerializer, {k: request.POST.get(k, "").strip() for k in ("name", "title", "description")})
+            biz = services.biz_create(actor=principal.name, **data)
+        except MQError as exc:
+            error = exc.message
+        else:
+            flash.success(request, f"Created business line {biz.name}.")
+            return htmx_redirect(request, reverse("console:biz_list"))
+    totals: dict[int | None, dict[str, int]] = {}
+    topic_biz = dict(Topic.objects.values_list("name", "biz_id"))
+    for entry in backlog_overview(principal=principal)[0]:
+        t = totals.setdefault(topic_biz.get(entry["topic"]), {"backlog": 0, "running": 0, "dead": 0})
+        t["backlog"] += entry["new"]
+        t["running"] += entry["running"]
+        t["dead"] += entry["dead"]
+    rows = []
+    for biz in visible_biz(principal):
+        rows.append({"biz": biz, "topics": biz.topics.count(), **totals.get(biz.id, {"backlog": 0, "running": 0, "dead": 0})})
+    return render_page(request, "topics/biz_list.html", {
+        "rows": rows, "error": error, "may_create": principal.biz_ids is None,
+    }, status=400 if error else 200)
+
+
+@console_view(ConsoleRole.ADMIN)
+def biz_detail(request: HttpRequest, biz_id: int) -> HttpResponse:
+    principal = request.console.principal
+    biz = get_object_or_404(Biz, id=biz_id)
+    if not principal.may_biz(biz.id):
+        raise NotFound("No such business line.")
+    if request.method == "POST":
+        if request.POST.get("delete") == "1":
+            services.biz_delete(actor=principal.name, biz=biz)
+            flash.success(request, f"Deleted business line {biz.name}.")
+            return htmx_redirect(request, reverse("console:biz_list"))
+        data = _validated(BizSerializer, {"name": biz.name, **{k: request.POST.get(k, "").strip() for k in ("title", "description")}})
+        data.pop("name")
+        services.biz_update(actor=principal.name, biz=biz, changes=data)
+        flash.success(request, f"Saved business line {biz.name}.")
+        return htmx_redirect(request, reverse("console:biz", args=[biz.id]))
+    return render_page(request, "topics/biz_detail.html", {"biz": biz_out(biz), "topics": biz.topics.all()})
+
+
+# --- tokens ------------------------------------------------------------------------------
+
+
+@console_view(ConsoleRole.ADMIN)
+def token_list(request: HttpRequest) -> HttpResponse:
+    """Tokens of the admin's business lines; creating one shows its secret exactly once."""
+    principal = request.console.principal
+    secret, created, error = "", None, ""
+    if request.method == "POST":
+        try:
+            biz = _biz_named(principal, request.POST.get("biz", "").strip() or None)
+            if biz is None and principal.biz_ids is not None:
+                raise Forbidden("Choose one of your business lines for the token.")
+            scopes = [s.strip() for s in request.POST.get("scopes", "").replace(",", " ").split() if s.strip()]
+            secret, created = services.token_create(
+                actor=principal.name, scopes=scopes, biz=biz, name=request.POST.get("name", "").strip()[:200],
+                created_by=request.user,
+            )
+        except (InvalidRequest, Forbidden) as exc:
+            error = exc.message
+    rows = ApiToken.objects.select_related("biz").order_by("-created_at")
+    if principal.biz_ids is not None:
+        rows = rows.filter(biz_id__in=principal.biz_ids)
+    response = render_page(request, "topics/tokens.html", {
+        "tokens": rows[:500], "secret": secret, "created": created, "error": error,
+        "biz_choices": visible_biz(principal), "global": principal.biz_ids is None,
+    }, status=400 if error else 200)
+    response["Cache-Control"] = "no-store"  # the secret must not linger in caches
+    return response
+
+
+@require_POST
+@console_view(ConsoleRole.ADMIN)
+def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
+    principal = request.console.principal
+    token = ApiToken.objects.filter(id=token_id).first()
+    if token is None or not principal.may_biz(token.biz_id) or (token.biz_id is None and principal.biz_ids is not None):
+        raise NotFound("No such token.")
+    services.token_revoke(actor=principal.name, token=token)
+    flash.success(request, f"Revoked token {token.name or token.prefix}.")
+    return htmx_redirect(request, reverse("console:tokens"))
