@@ -8,7 +8,8 @@ from topics import views
 
 urlpatterns = [
     path("topics/", views.topic_list, name="topics"),
-    path("topics/new/", views.topic_create, name="topic_create"),
+    # "+" cannot appear in a topic name, so no topic's page can shadow this one.
+    path("topics/+new/", views.topic_create, name="topic_create"),
     path("topics/<str:name>/", views.topic_detail, name="topic"),
     path("topics/<str:name>/pause/", views.topic_pause, name="topic_pause"),
     path("topics/<str:name>/delete/", views.topic_delete, name="topic_delete"),

@@ -12,9 +12,9 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from messages.models import BulkJob, Message, MessageTrace, Status
 from messages.services import bulk_job_run
-from topics.models import Topic
+from topics.models import Biz, Topic
 
-from .conftest import add_message
+from .conftest import add_message, client_for, make_user
 
 XSS = '{"name":"<script>alert(1)</script>","q":"\\"><img src=x onerror=alert(2)>"}'
 
@@ -255,3 +255,13 @@ def test_it_reads_backlogs_from_a_fresh_snapshot_and_rates_from_stats_buckets(
     dashboard = clients["viewer"].get("/").content.decode()
     assert 'id="total-NEW">707<' in dashboard and 'id="total-dead">3<' in dashboard
     assert 'id="total-produced">50<' in dashboard
+
+
+def test_it_shows_a_topic_named_new_instead_of_the_create_form(shop: Biz) -> None:
+    Topic.objects.create(name="new", biz=shop, description="a topic called new")
+    admin = client_for(make_user("root-new", superuser=True))
+
+    page = admin.get("/topics/new/")
+
+    assert page.status_code == 200
+    assert "a topic called new" in page.content.decode()
