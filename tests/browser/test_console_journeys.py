@@ -116,7 +116,7 @@ def test_it_renders_every_page(page: Any, console: Console, topics: None) -> Non
     _heartbeat(console)
     login(page, console)
     pages = {
-        "topics": "/topics/", "topic-edit": "/topics/orders/", "topic-new": "/topics/new/",
+        "topics": "/topics/", "topic-edit": "/topics/orders/", "topic-new": "/topics/+new/",
         "registry": "/registry/", "jobs": "/jobs/", "business-lines": "/biz/",
         "users": "/users/", "audit": "/audit/", "message-add": "/messages/add/", "password": "/password/",
         "messages": "/messages/",

@@ -58,7 +58,7 @@ def test_it_escapes_message_data_everywhere(clients: dict[str, Client], orders: 
 
 def test_it_sends_a_csp_and_has_no_inline_script(clients: dict[str, Client], failed: Message) -> None:
     for url in ("/", "/messages/", f"/messages/{failed.id}/", "/topics/", "/dead/", "/registry/", "/tokens/",
-                "/users/", "/audit/", "/biz/", "/jobs/", "/messages/add/", "/topics/new/"):
+                "/users/", "/audit/", "/biz/", "/jobs/", "/messages/add/", "/topics/+new/"):
         response = clients["admin"].get(url)
         assert response.status_code == 200, url
         csp = response["Content-Security-Policy"]

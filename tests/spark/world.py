@@ -212,6 +212,7 @@ def expected_heap(world: World, since: datetime, until: datetime, thresholds: di
         backlog = len(deliverable)
         net = (outflow - inflow) / hours
         growth = (inflow - outflow) / hours
+        band = max(inflow, outflow) / hours * 0.01
         groups[key] = {
             "backlog": backlog,
             "delayed": sum(1 for m in mine if m["status"] == "NEW" and m["effect_time"] > until),
@@ -222,7 +223,7 @@ def expected_heap(world: World, since: datetime, until: datetime, thresholds: di
             "inflow_per_hour": inflow / hours,
             "outflow_per_hour": outflow / hours,
             "growth_per_hour": growth,
-            "trend": "growing" if growth > 0 else "shrinking" if growth < 0 else "steady",
+            "trend": "growing" if growth > band else "shrinking" if growth < -band else "steady",
             "drain_hours": 0.0 if backlog == 0 else (backlog / net if net > 0 else None),
         }
     alarms = sorted(
