@@ -100,6 +100,10 @@ def _require_json_type(field: serializers.Field, value: Any, where: str) -> None
     if isinstance(field, serializers.ListSerializer):
         for index, item in enumerate(value if isinstance(value, list) else []):
             if isinstance(item, dict):
+                unknown = sorted(set(item) - set(field.child.fields))
+                if unknown:
+                    name = f"{where}[{index}].{unknown[0]}"
+                    raise InvalidRequest(f"{name} is not a field of this resource.", details={"field": name})
                 _require_json_types(field.child.fields, item, f"{where}[{index}]")
         return
     if isinstance(field, serializers.ListField):

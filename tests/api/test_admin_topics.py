@@ -128,6 +128,7 @@ def test_it_adds_and_changes_group_modes_on_patch(admin_api, shop):
     ({"topic": "t", "owner": 5}, "owner"),
     ({"topic": "t", "alarm_emails": [5]}, "alarm_emails[0]"),
     ({"topic": "t", "groups": [{"group": 1}]}, "groups[0].group"),
+    ({"topic": "t", "groups": [{"group": "g"}, {"group": "h", "colour": "red"}]}, "groups[1].colour"),
 ])
 def test_it_refuses_a_bad_topic(admin_api, body, field):
     expect_error(admin_api.post("/api/v1/topics", body), 400, "invalid_request", field)

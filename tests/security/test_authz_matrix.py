@@ -126,3 +126,14 @@ def test_it_lists_no_consumer_of_another_business_line(world, outsider_api, shop
     assert everything.status_code == 200 and everything.json() == []
     mine = shop_admin_api.get("/api/v1/registry/consumers").json()
     assert [c["consumer"] for c in mine] == ["shophost:1:c1"]
+
+
+@pytest.mark.parametrize(("pattern", "method"), [("api/v1/leaky-open", "GET"), ("api/v1/leaky-any-token", "POST")])
+def test_it_would_fail_for_a_route_added_without_a_permission_check(
+    pattern, method, settings, world, admin_api, outsider_api, shop
+):
+    settings.ROOT_URLCONF = "tests.security.leaky_urls"
+    routes = {r.pattern: r for r in api_routes()}
+    assert pattern in routes and method in routes[pattern].methods  # found without being listed anywhere
+    with pytest.raises(AssertionError):
+        test_it_guards_every_route(routes[pattern], method, world, admin_api, outsider_api, shop)

@@ -258,3 +258,12 @@ def test_it_refuses_numbers_the_store_cannot_hold(admin_api, field):
     for value in (2**31, 2**63, -(2**63)):
         expect_error(admin_api.post("/api/v1/topics", {"topic": "t", field: value}), 400, "invalid_request", field)
     assert snapshot() == before
+
+
+@pytest.mark.parametrize("headers", [{"a\r\nSet-Cookie": "x"}, {"h": "v\r\nX-Evil: 1"}, {"h": "v\x00"}, {"\x00": "v"}])
+def test_it_refuses_crlf_and_nul_in_message_headers(admin_api, headers):
+    before = snapshot()
+    response = admin_api.post("/api/v1/messages", {"messages": [{"topic": "orders", "data": 1, "headers": headers}]})
+    error = expect_error(response, 400, "invalid_request")
+    assert error["details"]["field"].startswith("messages[0].headers.")
+    assert snapshot() == before
