@@ -244,27 +244,40 @@ def leases_recover(*, topic: str | None = None, group: str | None = None, limit:
         )
         if topic is not None:
             rows = rows.filter(topic=topic, group_name=group)
-        expired = list(rows.order_by("id")[:limit])
+        # Only what recovery reads: `data` may be 256 KiB a row.
+        expired = list(
+            rows.only("id", "topic", "group_name", "status", "retry_remaining", "attempt", "lease_owner")
+            .order_by("id")[:limit]
+        )
         if not expired:
             return 0
         topics = {t.name: t for t in Topic.objects.filter(name__in={m.topic for m in expired})}
         traces = []
+        retry_at: dict[datetime, list[int]] = defaultdict(list)
+        timed_out: list[int] = []
         for message in expired:
             topic_row = topics.get(message.topic)
             if message.retry_remaining > 0 and topic_row is not None:
                 message.status = Status.NEW
                 message.retry_remaining -= 1
                 message.effect_time = now + timedelta(seconds=retry_delay_seconds(topic_row, message.attempt))
+                retry_at[message.effect_time].append(message.id)
                 log = f"lease of {message.lease_owner} expired; retry at {message.effect_time.isoformat()}"
             else:
                 message.status = Status.TIMEOUT
+                timed_out.append(message.id)
                 log = f"lease of {message.lease_owner} expired; no retries left"
-            message.lease_expires_at = None
-            message.update_time = now
             traces.append(trace_row(message, TraceEvent.LEASE_EXPIRED, at=now, actor="broker", log=log))
-        Message.objects.bulk_update(
-            expired, ["status", "retry_remaining", "effect_time", "lease_expires_at", "update_time"]
-        )
+        # One UPDATE per distinct retry time (one in all for fixed delays), not a CASE per row.
+        for effect_time, ids in retry_at.items():
+            Message.objects.filter(id__in=ids).update(
+                status=Status.NEW, retry_remaining=F("retry_remaining") - 1, effect_time=effect_time,
+                lease_expires_at=None, update_time=now,
+            )
+        if timed_out:
+            Message.objects.filter(id__in=timed_out).update(
+                status=Status.TIMEOUT, lease_expires_at=None, update_time=now
+            )
         trace_write(traces)
         pairs = {(m.topic, m.group_name) for m in expired if m.status == Status.NEW}
         transaction.on_commit(lambda: wakeup_hub().publish(pairs))
