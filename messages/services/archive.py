@@ -29,6 +29,7 @@ from messages.models import (
     MessageTrace,
     TraceEvent,
 )
+from messages.sql import first_id_added_since
 from registry.services import registry_prune
 from topics.models import Topic
 
@@ -65,14 +66,21 @@ def messages_archive(
     now = now or timezone.now()
     moved = 0
     batches = 0
+    bounds: dict[int, int | None] = {}
     for topic in Topic.objects.order_by("name"):
         cutoff = now - timedelta(days=topic.retention_days)
+        # Rows added after the cutoff cannot have finished before it (update_time >=
+        # add_time), so each topic's scan stops at the first such id: with nothing due, the
+        # range is empty instead of a walk through the whole topic.
+        if topic.retention_days not in bounds:
+            bounds[topic.retention_days] = first_id_added_since(cutoff)
+        before = bounds[topic.retention_days]
         # Each batch continues after the previous one's last id, so the scan never passes
         # the topic's unfinished messages twice in one run (rows another worker held
         # locked are left for the next run).
         after = 0
         while batches < max_batches:
-            n, after = _archive_batch(topic=topic.name, cutoff=cutoff, after=after, batch=batch,
+            n, after = _archive_batch(topic=topic.name, cutoff=cutoff, after=after, before=before, batch=batch,
                                       retention_days=topic.retention_days)
             batches += 1
             moved += n
@@ -81,15 +89,18 @@ def messages_archive(
     return moved
 
 
-def _archive_batch(*, topic: str, cutoff: datetime, after: int, batch: int, retention_days: int) -> tuple[int, int]:
+def _archive_batch(
+    *, topic: str, cutoff: datetime, after: int, before: int | None, batch: int, retention_days: int
+) -> tuple[int, int]:
     """One batch, set-based: copy, trace and delete the locked rows inside the database.
     Returns how many moved and the last id looked at."""
     with transaction.atomic():
-        ids = list(
-            Message.objects.select_for_update(skip_locked=True)
-            .filter(topic=topic, id__gt=after, status__in=FINISHED_STATUSES, update_time__lt=cutoff)
-            .order_by("id").values_list("id", flat=True)[:batch]
+        rows = Message.objects.select_for_update(skip_locked=True).filter(
+            topic=topic, id__gt=after, status__in=FINISHED_STATUSES, update_time__lt=cutoff
         )
+        if before is not None:
+            rows = rows.filter(id__lt=before)
+        ids = list(rows.order_by("id").values_list("id", flat=True)[:batch])
         if not ids:
             return 0, after
         # Stamped per batch (not per run): the export reads archived_at as a watermark.

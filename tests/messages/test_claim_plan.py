@@ -70,3 +70,19 @@ def test_it_finds_the_head_of_a_serial_group_with_one_index_probe() -> None:
     head = sql.group_head("busy", "default", Status.NEW)
     assert head is not None
     assert head.id == Message.objects.filter(status=Status.NEW).order_by("id").first().id
+
+
+def test_it_finds_the_first_message_added_since_a_moment_by_binary_search() -> None:
+    from messages import sql
+
+    start = timezone.now() - timedelta(days=10)
+    Message.objects.bulk_create([
+        Message(topic="old", group_name="default", data="1", status=Status.SUCCESS,
+                effect_time=start, add_time=start + timedelta(hours=n), update_time=start + timedelta(hours=n))
+        for n in range(100)
+    ])
+    ids = list(Message.objects.order_by("id").values_list("id", flat=True))
+
+    assert sql.first_id_added_since(start + timedelta(hours=37, minutes=30)) == ids[38]
+    assert sql.first_id_added_since(start - timedelta(days=1)) == ids[0]
+    assert sql.first_id_added_since(start + timedelta(days=30)) is None
