@@ -1,4 +1,4 @@
-"""`python -m bench all|produce|e2e|latency|backlog|longpoll|console|serving|soak|baselines|report`.
+"""`python -m bench all|dblimit|peers|produce|e2e|latency|backlog|longpoll|console|serving|soak|baselines|report`.
 
 Options: `--scale toy|small|full` (default small), `--repeats N`, `--soak-seconds S`,
 `--soak-rate R`, `--serving NAME` (which SERVINGS entry serves the broker; default uvicorn2),
@@ -24,7 +24,7 @@ FIGURES = ["baselines", "produce", "e2e", "latency", "backlog", "longpoll", "con
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
-    parser.add_argument("figure", choices=["all", "report", *FIGURES])
+    parser.add_argument("figure", choices=["all", "report", "dblimit", "peers", *FIGURES])
     parser.add_argument("--scale", default="small", choices=["toy", "small", "full"])
     parser.add_argument("--repeats", type=int)
     parser.add_argument("--soak-seconds", type=float)
@@ -56,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     results.save()
     runners = {
         "baselines": lambda: figures.baselines(scale, results),
+        "dblimit": lambda: figures.database_limit(scale, results),
+        "peers": lambda: figures.peers_figure(scale, results),
         "produce": lambda: figures.produce(scale, results),
         "e2e": lambda: figures.e2e(scale, results),
         "latency": lambda: figures.latency(scale, results),

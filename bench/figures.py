@@ -43,6 +43,11 @@ def _lat(samples: list[float]) -> dict[str, float]:
 # --- baselines ---------------------------------------------------------------------------
 
 def baselines(scale: Scale, results: Results) -> None:
+    database_limit(scale, results)
+    peers_figure(scale, results)
+
+
+def database_limit(scale: Scale, results: Results) -> None:
     _log("database limit")
     database = dblimit.scratch_database()
     for traces in (False, True):
@@ -53,6 +58,8 @@ def baselines(scale: Scale, results: Results) -> None:
             dblimit.claim_ack_rate(database, scale.e2e_messages, traces=traces) for _ in range(scale.repeats))})
     BenchBroker("bench_dblimit").teardown()
 
+
+def peers_figure(scale: Scale, results: Results) -> None:
     for name, run in (("celery", peers.celery_e2e), ("rabbitmq", peers.rabbit_e2e),
                       ("djangoq", peers.djangoq_e2e)):
         _log(f"peer {name}")
@@ -233,7 +240,12 @@ def _max_connections() -> int:
 
 
 def _waiting(broker: BenchBroker) -> int:
-    text = httpx.get(f"{broker.url}/metrics", timeout=10).text
+    """Pulls waiting in the broker process per /metrics; -1 when /metrics does not answer
+    in time (itself a sign the waiters are saturating the process)."""
+    try:
+        text = httpx.get(f"{broker.url}/metrics", timeout=10).text
+    except httpx.HTTPError:
+        return -1
     for line in text.splitlines():
         if line.startswith("mq_waiting_pulls "):
             return int(float(line.split()[1]))
@@ -279,10 +291,11 @@ def _longpoll_once(broker: BenchBroker, count: int) -> dict[str, Any]:
     assert client.stdout is not None
     if client.stdout.readline().strip() != "ready":
         raise RuntimeError("the long-poll client did not start")
-    deadline = time.monotonic() + 20
-    while _waiting(broker) < count and time.monotonic() < deadline:
-        time.sleep(0.2)
+    deadline = time.monotonic() + 12
     waiting = _waiting(broker)
+    while waiting < count and time.monotonic() < deadline:
+        time.sleep(0.2)
+        waiting = _waiting(broker)
     rss_peak = broker.rss_mb()
     idle = _idle_cost(broker, 3.0)
     began = time.time()

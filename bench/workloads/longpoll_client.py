@@ -1,6 +1,6 @@
 """Many consumers waiting at once: `python -m bench.workloads.longpoll_client URL TOKEN TOPIC N`.
 
-Opens N concurrent long-polling pulls (max_messages=1, wait_seconds=25, a distinct consumer
+Opens N concurrent long-polling pulls (max_messages=1, wait_seconds=30, a distinct consumer
 id each), prints "ready" once every request is sent, then, when each answers, records its
 status, how many messages it got and when (time.time()). Prints the results as JSON.
 """
@@ -25,7 +25,7 @@ async def main(url: str, token: str, topic: str, count: int) -> None:
         async def one(i: int) -> None:
             nonlocal sent
             body = {"topic": topic, "group": "default", "consumer": f"lp-{i}", "max_messages": 1,
-                    "wait_seconds": 25}
+                    "wait_seconds": 30}
             sent += 1
             try:
                 answer = await client.post("/api/v1/pull", json=body)

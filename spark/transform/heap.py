@@ -13,6 +13,8 @@ from pyspark.sql import functions as F
 
 from spark.transform import KEYS, seconds_between
 
+TREND_BAND = 0.01
+
 
 def finishing_event() -> Column:
     """A message leaves the heap when it is finished: acked (SUCCESS), dead (FAIL) or its
@@ -56,7 +58,8 @@ def heap_summary(
     backlog: NEW and deliverable (effect_time <= as_of); delayed: NEW, not yet deliverable.
     oldest_age_seconds: how long the oldest deliverable message has been waiting since it
     became deliverable. drain_hours: backlog / (outflow - inflow) per hour at the window's
-    average rates; 0 without a backlog, null when the backlog does not shrink.
+    average rates; 0 without a backlog, null when the backlog does not shrink. trend: growing
+    or shrinking when in and out differ by more than 1% of the larger, else steady.
     """
     deliverable = (F.col("status") == "NEW") & (F.col("effect_time") <= F.lit(as_of))
     state = messages.groupBy(*KEYS).agg(
@@ -77,11 +80,13 @@ def heap_summary(
         .withColumn("growth_per_hour", (F.col("inflow") - F.col("outflow")) / hours)
     )
     net_drain = F.col("outflow_per_hour") - F.col("inflow_per_hour")
+    # Within 1% of the traffic, in and out balance: "steady", not a trend.
+    band = F.greatest(F.col("inflow_per_hour"), F.col("outflow_per_hour")) * TREND_BAND
     return (
         joined.withColumn(
             "trend",
-            F.when(F.col("growth_per_hour") > 0, "growing")
-            .when(F.col("growth_per_hour") < 0, "shrinking")
+            F.when(F.col("growth_per_hour") > band, "growing")
+            .when(F.col("growth_per_hour") < -band, "shrinking")
             .otherwise("steady"),
         )
         .withColumn(

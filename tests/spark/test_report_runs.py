@@ -88,3 +88,16 @@ def test_it_runs_a_report_from_the_command_line_and_reports_a_failure(settings: 
     assert run.params == {"since": "2026-01-10T06:00:00+00:00", "until": "2026-01-10T12:00:00+00:00"}
     with pytest.raises(CommandError):
         call_command("runreport", "heap", "--since", "yesterday")
+
+
+def test_it_hands_a_new_run_to_celery_once_committed(settings: Any, django_capture_on_commit_callbacks: Any) -> None:
+    from messages.tasks import report_run_task
+
+    with django_capture_on_commit_callbacks() as callbacks:
+        run = report_run_create(kind="trace", actor="test")
+    assert len(callbacks) == 1 and run.state == ReportRun.State.QUEUED
+    # The task is a thin door: it executes the run (here against an unreachable database).
+    settings.MQ_REPORT_JDBC_URL = "jdbc:mariadb://127.0.0.1:1/nowhere"
+    report_run_task.apply(args=[run.id])
+    run.refresh_from_db()
+    assert run.state == ReportRun.State.FAILED and "Connection refused" in run.error
