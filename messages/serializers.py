@@ -35,24 +35,13 @@ def message_delivery(message: Message) -> dict[str, Any]:
 
 
 def message_full(message: Message) -> dict[str, Any]:
-    """A message as administration sees it."""
+    """A message as administration sees it: the delivery view plus its state."""
     return {
-        "id": message.id,
-        "topic": message.topic,
-        "group": message.group_name,
-        "data": json.loads(message.data),
-        "key": message.key,
-        "headers": message.headers or {},
+        **message_delivery(message),
         "status": message.status,
-        "effect_time": message.effect_time,
-        "retry_remaining": message.retry_remaining,
-        "attempt": message.attempt,
-        "timeout_seconds": message.timeout_seconds,
         "dedup_key": message.dedup_key,
         "lease_owner": message.lease_owner,
-        "lease_expires_at": message.lease_expires_at,
         "last_log": message.last_log,
-        "add_time": message.add_time,
         "update_time": message.update_time,
     }
 
