@@ -3,9 +3,13 @@ audit log. Every view is wrapped in `console_view` (see mqcenter/roles.py)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages as flash
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse, reverse_lazy
@@ -13,6 +17,12 @@ from django.urls import reverse, reverse_lazy
 from mqcenter.console import htmx_redirect, int_from_form, query_string, render_page
 from mqcenter.dashboard import dashboard_summary
 from mqcenter.errors import InvalidRequest, MQError
+from mqcenter.login_throttle import (
+    WINDOW_SECONDS,
+    login_attempt_blocked,
+    login_failure_record,
+    login_failures_clear,
+)
 from mqcenter.models import AuditEntry, ConsoleGrant, ConsoleRole
 from mqcenter.roles import (
     LOGIN_ONLY,
@@ -25,9 +35,41 @@ from mqcenter.roles import (
 )
 from topics.models import Biz
 
-login = console_view(PUBLIC)(
-    auth_views.LoginView.as_view(template_name="console/login.html", redirect_authenticated_user=True)
-)
+
+class ThrottledAuthenticationForm(AuthenticationForm):
+    """Django's login form, refusing usernames and addresses with too many recent failures."""
+
+    throttled = False
+
+    def clean(self) -> dict[str, Any]:
+        username = self.cleaned_data.get("username") or ""
+        address = self.request.META.get("REMOTE_ADDR", "") if self.request else ""
+        if login_attempt_blocked(username=username, address=address):
+            self.throttled = True
+            raise ValidationError("Too many failed logins. Wait 15 minutes and try again.", code="throttled")
+        try:
+            cleaned = super().clean()
+        except ValidationError:
+            login_failure_record(username=username, address=address)
+            raise
+        login_failures_clear(username=username)
+        return cleaned
+
+
+class ThrottledLoginView(auth_views.LoginView):
+    authentication_form = ThrottledAuthenticationForm
+    template_name = "console/login.html"
+    redirect_authenticated_user = True
+
+    def form_invalid(self, form: ThrottledAuthenticationForm) -> HttpResponse:  # type: ignore[override]
+        response = super().form_invalid(form)
+        if form.throttled:
+            response.status_code = 429
+            response["Retry-After"] = str(WINDOW_SECONDS)
+        return response
+
+
+login = console_view(PUBLIC)(ThrottledLoginView.as_view())
 logout = console_view(PUBLIC)(auth_views.LogoutView.as_view())
 password_change = console_view(LOGIN_ONLY)(
     auth_views.PasswordChangeView.as_view(
