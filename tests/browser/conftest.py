@@ -98,7 +98,9 @@ def console() -> Iterator[Console]:
         server.teardown()
 
 
-@pytest.fixture(scope="session")
+# Per module, not per session: Playwright's sync API keeps an event loop running in the main
+# thread while it is open, which breaks later tests that call asyncio.run().
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 

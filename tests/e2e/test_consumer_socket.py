@@ -4,16 +4,36 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+import threading
+from collections.abc import Coroutine, Iterator
 from typing import Any
 
 import httpx
 import pytest
 import websockets
+from websockets.exceptions import WebSocketException
 
 from tests.support.server import BrokerServer
 
 pytestmark = pytest.mark.e2e
+
+
+def run_async(scenario: Coroutine[Any, Any, Any]) -> Any:
+    """asyncio.run on a thread of its own: the test's thread may already run a loop."""
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = asyncio.run(scenario)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join(timeout=30)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +59,7 @@ def test_it_pushes_a_wake_up_when_a_subscribed_topic_gets_a_message(broker: Any)
                 assert response.status_code == 201
             return json.loads(await asyncio.wait_for(ws.recv(), 5))
 
-    assert asyncio.run(scenario()) == {"type": "wake", "topic": "pushed", "group": "g"}
+    assert run_async(scenario()) == {"type": "wake", "topic": "pushed", "group": "g"}
 
 
 def test_it_refuses_a_socket_without_a_valid_token(broker: Any) -> None:
@@ -50,5 +70,5 @@ def test_it_refuses_a_socket_without_a_valid_token(broker: Any) -> None:
         async with websockets.connect(ws_url) as ws:
             await ws.recv()
 
-    with pytest.raises(websockets.exceptions.WebSocketException):
-        asyncio.run(scenario())
+    with pytest.raises(WebSocketException):
+        run_async(scenario())
