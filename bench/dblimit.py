@@ -13,6 +13,7 @@ same transactions: the same durable work as the broker, which the plain figure l
 from __future__ import annotations
 
 import multiprocessing
+import queue
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -47,9 +48,9 @@ def trace_values(message_id: int, event: str, actor: str, at: datetime, attempt:
     return (message_id, event, actor, at, attempt, None, None, status, "")
 
 
-def scratch_database() -> str:
+def scratch_database(name: str = "bench_limit") -> str:
     """A migrated, empty copy of the schema; returns its name."""
-    server = BrokerServer("bench_dblimit")
+    server = BrokerServer(name)
     server.setup()
     return server.database
 
@@ -141,7 +142,13 @@ def _run(target: Any, args_of: list[tuple[Any, ...]]) -> list[Any]:
     procs = [ctx.Process(target=target, args=(*args, start_at, out)) for args in args_of]
     for proc in procs:
         proc.start()
-    results = [out.get(timeout=3600) for _ in procs]
+    results: list[Any] = []
+    while len(results) < len(procs):
+        try:
+            results.append(out.get(timeout=5))
+        except queue.Empty:
+            if any(proc.exitcode not in (None, 0) for proc in procs):
+                raise RuntimeError("a database-limit worker process failed") from None
     for proc in procs:
         proc.join()
     return results

@@ -56,7 +56,7 @@ def database_limit(scale: Scale, results: Results) -> None:
             dblimit.insert_rate(database, scale.produce_messages, traces=traces) for _ in range(scale.repeats))})
         results.put(f"dblimit_claim_ack{suffix}", {"unit": "msg/s", **summary(
             dblimit.claim_ack_rate(database, scale.e2e_messages, traces=traces) for _ in range(scale.repeats))})
-    BenchBroker("bench_dblimit").teardown()
+    BenchBroker("bench_limit").teardown()
 
 
 def peers_figure(scale: Scale, results: Results) -> None:
@@ -299,19 +299,23 @@ def _longpoll_once(broker: BenchBroker, count: int) -> dict[str, Any]:
     rss_peak = broker.rss_mb()
     idle = _idle_cost(broker, 3.0)
     began = time.time()
+    produce_error = ""
     with httpx.Client(base_url=broker.url, headers=broker.headers(), timeout=60) as http:
         for start in range(0, count, 1000):
             n = min(1000, count - start)
-            http.post("/api/v1/messages", json={"messages": [{"topic": "lp", "data": i} for i in range(n)]}
-                      ).raise_for_status()
+            try:
+                http.post("/api/v1/messages", json={"messages": [{"topic": "lp", "data": i} for i in range(n)]}
+                          ).raise_for_status()
+            except httpx.HTTPError as exc:  # a saturated broker is a result, not a crash
+                produce_error = f"produce while {count} pulls waited: {exc!r}"
     out, _ = client.communicate(timeout=120)
     answers = json.loads(out.strip().splitlines()[-1])
     rss_after = broker.rss_mb()
     woken = [a["at"] - began for a in answers if a["status"] == 200 and a["messages"]]
     errors = [a for a in answers if a["status"] != 200]
     return {
-        "waiting_seen": waiting, "served": len(woken), "errors": len(errors), **idle,
-        "error_samples": [str(a["error"])[:120] for a in errors[:3]],
+        "waiting_seen": waiting, "served": len(woken), "errors": len(errors) + bool(produce_error), **idle,
+        "error_samples": [produce_error] * bool(produce_error) + [str(a["error"])[:120] for a in errors[:3]],
         "wake_p50_ms": percentile(woken, 50) * 1000 if woken else float("nan"),
         "wake_p99_ms": percentile(woken, 99) * 1000 if woken else float("nan"),
         "rss_growth_mb": max(rss_peak, rss_after) - rss_before,

@@ -69,6 +69,10 @@ def table(data: dict[str, Any]) -> str:
                      f"empty table {_fmt(bl['empty']['p50'], 2)}; ratio {bl['ratio_p50']:.2f}", "ratio ≤ 1.2",
                      _verdict(bl["ratio_p50"] <= 1.2)))
 
+    for key in sorted(k for k in f if k.startswith("failed_")):
+        rows.append((f"{key[len('failed_'):]} figure FAILED", f"{f[key].get('error', '')[:160]}", "",
+                     "", f"**failed** (load {f[key].get('load_avg_1m')})"))
+
     lp = f.get("mq_longpoll")
     if lp:
         n = lp["consumers"]

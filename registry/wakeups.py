@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -24,6 +25,7 @@ from django.conf import settings
 logger = logging.getLogger(__name__)
 
 CHANNEL = "mqcenter:wake"
+WAKE_PER_PAIR = 2
 Pair = tuple[str, str]
 
 
@@ -31,7 +33,8 @@ class WakeupHub:
     def __init__(self, redis_url: str = "") -> None:
         self.redis_url = redis_url
         self._lock = threading.Lock()
-        self._waiters: dict[Pair, set[threading.Event]] = {}
+        # Insertion-ordered (dict keys), so the longest-waiting pulls are woken first.
+        self._waiters: dict[Pair, dict[threading.Event, None]] = {}
         self._callbacks: dict[Pair, set[Callable[[Pair], None]]] = {}
         self._listener: threading.Thread | None = None
         self._publisher = None
@@ -48,14 +51,14 @@ class WakeupHub:
         event = threading.Event()
         pair = (topic, group)
         with self._lock:
-            self._waiters.setdefault(pair, set()).add(event)
+            self._waiters.setdefault(pair, {})[event] = None
         try:
             yield event
         finally:
             with self._lock:
                 waiting = self._waiters.get(pair)
                 if waiting is not None:
-                    waiting.discard(event)
+                    waiting.pop(event, None)
                     if not waiting:
                         del self._waiters[pair]
 
@@ -85,10 +88,17 @@ class WakeupHub:
         with self._lock:
             return sum(len(events) for events in self._waiters.values())
 
-    def notify_local(self, pairs: Iterable[Pair]) -> None:
+    def notify_local(self, pairs: Iterable[Pair], limit: int = WAKE_PER_PAIR) -> None:
+        """Wake up to `limit` idle waiters per pair (not all of them: a thousand pulls
+        claiming one message at once would be a thundering herd). A pull that gets messages
+        passes the wake-up on to the next waiter, so a big batch still reaches everyone."""
         pairs = list(pairs)
         with self._lock:
-            events = [event for pair in pairs for event in self._waiters.get(pair, ())]
+            events = [
+                event
+                for pair in pairs
+                for event in [e for e in self._waiters.get(pair, ()) if not e.is_set()][:limit]
+            ]
             calls = [(cb, pair) for pair in pairs for cb in self._callbacks.get(pair, ())]
         for event in events:
             event.set()
@@ -99,8 +109,15 @@ class WakeupHub:
                 logger.exception("wake-up callback failed")
 
     def fallback_seconds(self) -> float:
+        """How long a waiting pull trusts wake-ups before checking the database itself.
+
+        Jittered, so a thousand waiters do not re-check in the same instant; short while
+        the Redis subscriber is down and wake-ups from other processes cannot arrive.
+        """
         base = settings.MQ_FALLBACK_POLL_SECONDS
-        return base if self.connected else min(base, 0.5)
+        if not self.connected:
+            base = min(base, 0.5)
+        return base * random.uniform(0.75, 1.25)
 
     # --- publishing ----------------------------------------------------------------------
 
@@ -168,7 +185,7 @@ class WakeupHub:
     def _wake_all(self) -> None:
         with self._lock:
             pairs = list(self._waiters) + list(self._callbacks)
-        self.notify_local(pairs)
+        self.notify_local(pairs, limit=1_000_000)
 
 
 _hub: WakeupHub | None = None

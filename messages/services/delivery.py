@@ -72,6 +72,8 @@ def messages_pull(
                 metrics.pull_wait.observe(time.monotonic() - started)
                 if messages:
                     metrics.delivered.labels(topic, group).inc(len(messages))
+                    # Pass the wake-up on: there may be more work than this pull took.
+                    hub.notify_local([(topic, group)], limit=1)
                 return messages
             timeout = min(remaining, hub.fallback_seconds())
             if next_due is not None:
@@ -238,16 +240,22 @@ def leases_recover(*, topic: str | None = None, group: str | None = None, limit:
     retries remain (one is spent), else TIMEOUT (a dead letter). Bounded and idempotent;
     SKIP LOCKED lets several sweepers run at once. Returns how many were recovered."""
     now = timezone.now()
+    candidates = Message.objects.filter(status=Status.RUNNING, lease_expires_at__lt=now)
+    if topic is not None:
+        candidates = candidates.filter(topic=topic, group_name=group)
+    # Find candidates with a plain read, then lock them by primary key: a locking scan of the
+    # (status, id) index would take locks on the very entries concurrent acks are changing
+    # (MariaDB waits on the row behind a secondary entry even under SKIP LOCKED).
+    ids = list(candidates.order_by("id").values_list("id", flat=True)[:limit])
+    if not ids:
+        return 0
     with transaction.atomic():
-        rows = Message.objects.select_for_update(skip_locked=True).filter(
-            status=Status.RUNNING, lease_expires_at__lt=now
-        )
-        if topic is not None:
-            rows = rows.filter(topic=topic, group_name=group)
-        # Only what recovery reads: `data` may be 256 KiB a row.
+        # Only what recovery reads (`data` may be 256 KiB a row), re-checked under the lock.
         expired = list(
-            rows.only("id", "topic", "group_name", "status", "retry_remaining", "attempt", "lease_owner")
-            .order_by("id")[:limit]
+            Message.objects.select_for_update(skip_locked=True)
+            .filter(id__in=ids, status=Status.RUNNING, lease_expires_at__lt=now)
+            .only("id", "topic", "group_name", "status", "retry_remaining", "attempt", "lease_owner")
+            .order_by("id")
         )
         if not expired:
             return 0

@@ -19,13 +19,13 @@ pytestmark = pytest.mark.e2e
 
 
 def test_it_measures_the_database_limit_without_losing_rows() -> None:
-    database = dblimit.scratch_database()
+    database = dblimit.scratch_database("bench_smoke_dblimit")  # not the bench's own database
     try:
         assert dblimit.insert_rate(database, 400) > 0
         # claim_ack_rate raises if any row was lost or claimed twice
         assert dblimit.claim_ack_rate(database, 400, traces=True) > 0
     finally:
-        BenchBroker("bench_dblimit").teardown()
+        BenchBroker("bench_smoke_dblimit").teardown()
 
 
 @pytest.fixture
