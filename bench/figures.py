@@ -243,7 +243,7 @@ def _waiting(broker: BenchBroker) -> int:
     """Pulls waiting in the broker process per /metrics; -1 when /metrics does not answer
     in time (itself a sign the waiters are saturating the process)."""
     try:
-        text = httpx.get(f"{broker.url}/metrics", timeout=10).text
+        text = httpx.get(f"{broker.url}/metrics", headers=broker.headers(), timeout=10).text
     except httpx.HTTPError:
         return -1
     for line in text.splitlines():

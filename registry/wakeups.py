@@ -90,8 +90,8 @@ class WakeupHub:
 
     def notify_local(self, pairs: Iterable[Pair], limit: int = WAKE_PER_PAIR) -> None:
         """Wake up to `limit` idle waiters per pair (not all of them: a thousand pulls
-        claiming one message at once would be a thundering herd). A pull that gets messages
-        passes the wake-up on to the next waiter, so a big batch still reaches everyone."""
+        claiming one message at once would be a thundering herd). A pull that comes back full
+        wakes two more, so a big batch still reaches everyone, in logarithmic rounds."""
         pairs = list(pairs)
         with self._lock:
             events = [
