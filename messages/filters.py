@@ -6,7 +6,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Model, Q, QuerySet
 from django.utils.dateparse import parse_datetime
 
 from messages.models import Message, Status
@@ -78,9 +78,10 @@ class MessageFilter:
             out[f.name] = value.isoformat() if isinstance(value, datetime) else (list(value) if isinstance(value, tuple) else value)
         return out
 
-    def queryset(self, principal: Principal) -> QuerySet[Message]:
-        """Messages matching the filter that the principal may see."""
-        rows = Message.objects.all()
+    def queryset(self, principal: Principal, *, model: type[Model] = Message) -> QuerySet[Any]:
+        """Messages matching the filter that the principal may see (of `model`: the live
+        table by default, or the archive, which has the same columns)."""
+        rows = model._default_manager.all()
         if self.id is not None:
             rows = rows.filter(id=self.id)
         if self.topic:

@@ -7,7 +7,7 @@ import binascii
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Max, Min, Sum
+from django.db.models import Count, Max, Min, QuerySet, Sum
 from django.utils import timezone
 
 from messages.filters import MessageFilter
@@ -42,8 +42,11 @@ def messages_search(
 ) -> tuple[list[Message], str | None]:
     """Newest first, keyset-paginated on id: each page is one index range scan, whatever
     the table size, and there is never a COUNT."""
+    return _keyset_page(filter.queryset(principal), cursor, limit)
+
+
+def _keyset_page(rows: QuerySet[Any], cursor: str | None, limit: int) -> tuple[list[Any], str | None]:
     limit = max(1, min(limit, MAX_PAGE_SIZE))
-    rows = filter.queryset(principal)
     if cursor:
         rows = rows.filter(id__lt=cursor_decode(cursor))
     page = list(rows.order_by("-id")[: limit + 1])
@@ -207,31 +210,7 @@ def archive_search(
     *, principal: Principal, filter: MessageFilter, cursor: str | None = None, limit: int = PAGE_SIZE
 ) -> tuple[list[MessageArchive], str | None]:
     """Search archived messages with the same filter and keyset pagination as live ones."""
-    limit = max(1, min(limit, MAX_PAGE_SIZE))
-    rows = MessageArchive.objects.all()
-    if filter.id is not None:
-        rows = rows.filter(id=filter.id)
-    if filter.topic:
-        rows = rows.filter(topic=filter.topic)
-    if filter.group:
-        rows = rows.filter(group_name=filter.group)
-    if filter.status:
-        rows = rows.filter(status__in=filter.status)
-    if filter.key:
-        rows = rows.filter(key=filter.key)
-    if filter.added_after:
-        rows = rows.filter(add_time__gte=filter.added_after)
-    if filter.added_before:
-        rows = rows.filter(add_time__lt=filter.added_before)
-    if filter.text:
-        rows = rows.filter(data__contains=filter.text)
-    if principal.biz_ids is not None:
-        rows = rows.filter(topic__in=Topic.objects.filter(biz_id__in=principal.biz_ids).values("name"))
-    if cursor:
-        rows = rows.filter(id__lt=cursor_decode(cursor))
-    page = list(rows.order_by("-id")[: limit + 1])
-    next_cursor = cursor_encode(page[limit - 1].id) if len(page) > limit else None
-    return page[:limit], next_cursor
+    return _keyset_page(filter.queryset(principal, model=MessageArchive), cursor, limit)
 
 
 DEAD_LETTER_SAMPLE = 2000

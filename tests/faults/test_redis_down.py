@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -16,15 +15,6 @@ from tests.support.server import BrokerServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
-
-@pytest.fixture
-def redis_server() -> Iterator[PrivateRedis]:
-    redis = PrivateRedis()
-    redis.start()
-    try:
-        yield redis
-    finally:
-        redis.stop()
 
 
 def wait_for_delivery(client: httpx.Client, topic: str, producer: httpx.Client) -> float:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -14,15 +13,6 @@ from tests.support.server import ROOT, BrokerServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
-
-@pytest.fixture
-def redis_server() -> Iterator[PrivateRedis]:
-    redis = PrivateRedis()
-    redis.start()
-    try:
-        yield redis
-    finally:
-        redis.stop()
 
 
 def send_flush(server: BrokerServer) -> None:
