@@ -133,6 +133,7 @@ class Serving:
     kind: str  # runbroker | gunicorn-uvicorn | gunicorn-gthread
     workers: int = 1
     threads: int = 0
+    env: tuple[tuple[str, str], ...] = ()  # extra environment of the server processes
 
     def command(self, port: int) -> list[str]:
         bind = f"127.0.0.1:{port}"
@@ -150,6 +151,8 @@ class Serving:
 SERVINGS = {
     "uvicorn1": Serving("runbroker (uvicorn, 1 worker)", "runbroker", 1),
     "uvicorn2": Serving("runbroker (uvicorn, 2 workers)", "runbroker", 2),
+    "uvicorn2-asgi": Serving("runbroker (uvicorn, 2 workers), Django's ASGI handler", "runbroker", 2,
+                             env=(("MQ_HTTP_HANDLER", "asgi"),)),
     "gunicorn-uvicorn2": Serving("gunicorn + UvicornWorker, 2 workers", "gunicorn-uvicorn", 2),
     "gthread2x8": Serving("gunicorn gthread (WSGI), 2 workers x 8 threads", "gunicorn-gthread", 2, 8),
     "gthread2x32": Serving("gunicorn gthread (WSGI), 2 workers x 32 threads", "gunicorn-gthread", 2, 32),
@@ -169,7 +172,7 @@ class BenchBroker(BrokerServer):
     def start(self, port: int | None = None) -> str:  # type: ignore[override]
         port = port or free_port()
         log = open(ROOT / "var" / f"{self.database}-{port}.log", "ab")  # noqa: SIM115
-        env = {**self.env, "MQ_ADVERTISED_URL": f"http://127.0.0.1:{port}"}
+        env = {**self.env, **dict(self.serving.env), "MQ_ADVERTISED_URL": f"http://127.0.0.1:{port}"}
         proc = subprocess.Popen(self.serving.command(port), cwd=ROOT, env=env, stdout=log,
                                 stderr=subprocess.STDOUT)
         self.processes[port] = proc

@@ -7,10 +7,10 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import Model, Q, QuerySet
-from django.utils.dateparse import parse_datetime
 
 from messages.models import Message, Status
 from mqcenter.auth import Principal
+from mqcenter.dates import parse_iso_datetime
 from mqcenter.errors import InvalidRequest
 from topics.models import Topic
 
@@ -57,7 +57,7 @@ class MessageFilter:
                 raise InvalidRequest("id must be an integer.", details={"field": f"{field_prefix}id"}) from exc
         for name in ("added_after", "added_before"):
             if raw.get(name) not in (None, ""):
-                parsed = parse_datetime(str(raw[name])) if isinstance(raw[name], str) else None
+                parsed = parse_iso_datetime(raw[name])
                 if parsed is None or parsed.tzinfo is None:
                     raise InvalidRequest(
                         f"{name} must be an ISO 8601 datetime with offset.",

@@ -12,9 +12,9 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.utils.dateparse import parse_datetime
 
 from messages.services import AckResult, ProduceItem, data_text
+from mqcenter.dates import parse_iso_datetime
 from mqcenter.errors import InvalidRequest, PayloadTooLarge
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}\Z")
@@ -84,7 +84,7 @@ def number(value: Any, field: str, low: float, high: float) -> float:
 
 
 def moment(value: Any, field: str) -> datetime:
-    parsed = parse_datetime(value) if isinstance(value, str) and len(value) <= 64 else None
+    parsed = parse_iso_datetime(value)
     if parsed is None or parsed.tzinfo is None:
         raise _fail(field, "must be an ISO 8601 datetime with offset.")
     return parsed

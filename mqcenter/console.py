@@ -7,9 +7,9 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.utils.dateparse import parse_datetime
 from django.utils.http import urlencode
 
+from mqcenter.dates import parse_iso_datetime
 from mqcenter.errors import InvalidRequest
 
 
@@ -40,7 +40,7 @@ def moment_from_form(value: str | None, field: str) -> datetime | None:
     value = (value or "").strip()
     if not value:
         return None
-    parsed = parse_datetime(value)
+    parsed = parse_iso_datetime(value)
     if parsed is None:
         raise InvalidRequest(f"{field} is not a date and time.", details={"field": field})
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

@@ -242,6 +242,9 @@ MQ_MAX_DATA_BYTES = env_int("MQ_MAX_DATA_BYTES", 256 * 1024)
 MQ_MAX_PULL = env_int("MQ_MAX_PULL", 500)
 MQ_MAX_WAIT_SECONDS = env_int("MQ_MAX_WAIT_SECONDS", 30)
 MQ_AUTO_CREATE_TOPICS = env_bool("MQ_AUTO_CREATE_TOPICS", True)
+# Topic settings and groups are read once this often per broker process (topics/cache.py):
+# a change made through another process (pause, retry policy) applies within this delay.
+MQ_TOPIC_CACHE_SECONDS = float(os.environ.get("MQ_TOPIC_CACHE_SECONDS", "1.0"))
 # A lease outlives the execution timeout by this much, so a consumer that enforces its
 # timeout still has time to report the failure before the broker takes the message back.
 MQ_LEASE_GRACE_SECONDS = env_int("MQ_LEASE_GRACE_SECONDS", 5)
@@ -282,13 +285,15 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
         "data_folder_in": str(VAR_DIR / "celery" / "queue"),
         "data_folder_out": str(VAR_DIR / "celery" / "queue"),
         "processed_folder": str(VAR_DIR / "celery" / "processed"),
+        # kombu's default is ./control, which litters the working directory.
+        "control_folder": str(VAR_DIR / "celery" / "control"),
         "store_processed": False,
     }
     if CELERY_BROKER_URL == "filesystem://"
     else {}
 )
 if CELERY_BROKER_URL == "filesystem://":
-    for _folder in ("queue", "processed"):
+    for _folder in ("queue", "processed", "control"):
         (VAR_DIR / "celery" / _folder).mkdir(parents=True, exist_ok=True)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True

@@ -9,6 +9,7 @@ import pytest
 from django.test import Client
 
 from mqcenter.auth import token_cache
+from topics.cache import topic_cache
 from topics.models import Biz
 from topics.services import token_create
 
@@ -43,7 +44,9 @@ class Api:
 
 @pytest.fixture(autouse=True)
 def _fresh_token_cache() -> None:
+    # Rolled-back test data never fires the signals that keep these per-process caches true.
     token_cache.clear()
+    topic_cache.forget()
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from django.utils import timezone
 from mqcenter.audit import audit_record
 from mqcenter.auth import Principal, token_cache, token_generate, validate_scope
 from mqcenter.errors import Conflict, Forbidden, InvalidRequest, NotFound
+from topics.cache import topic_cache
 from topics.models import ApiToken, Biz, DeliveryMode, Topic, TopicGroup
 
 DEFAULT_GROUP = "default"
@@ -131,21 +132,26 @@ def topic_snapshot(topic: Topic) -> dict[str, Any]:
 
 
 def topics_for_produce(*, principal: Principal, names: Iterable[str], auto_create: bool) -> dict[str, Topic]:
-    """The topics a produce call names, created with defaults when allowed.
+    """The topics a produce call names (from the topic cache, with their `group_rows`),
+    created with defaults when allowed.
 
     Checks that the token's business line owns each topic. Two producers may auto-create
     the same topic at once: the loser of the insert race reads the winner's row.
     """
     wanted = set(names)
-    topics = {t.name: t for t in Topic.objects.filter(name__in=wanted)}
-    for name in sorted(wanted - topics.keys()):
-        if not auto_create:
-            raise NotFound(f"Topic {name!r} does not exist.", details={"topic": name})
+    topics = topic_cache.get_many(wanted)
+    missing = wanted - topics.keys()
+    if missing and not auto_create:
+        name = sorted(missing)[0]
+        raise NotFound(f"Topic {name!r} does not exist.", details={"topic": name})
+    for name in sorted(missing):
         try:
             with transaction.atomic():
-                topics[name] = Topic.objects.create(name=name, biz_id=principal.home_biz_id)
+                Topic.objects.create(name=name, biz_id=principal.home_biz_id)
         except IntegrityError:
-            topics[name] = Topic.objects.get(name=name)
+            pass  # another producer created it first
+    if missing:
+        topics.update(topic_cache.get_many(missing))
     for topic in topics.values():
         topic_require_biz(principal, topic)
     return topics
@@ -178,14 +184,18 @@ def group_ensure(*, topic: Topic, name: str) -> TopicGroup:
 
 
 def groups_ensure(*, topic: Topic, names: Iterable[str]) -> None:
-    existing = set(TopicGroup.objects.filter(topic=topic).values_list("name", flat=True))
-    for name in set(names) - existing:
+    """Add the groups `names` that a (cached) topic does not list yet."""
+    for name in set(names) - topic.group_rows.keys():  # type: ignore[attr-defined]
         group_ensure(topic=topic, name=name)
 
 
 def topic_broadcast_groups(topic: Topic) -> list[str]:
     """Every group of the topic: declared ones plus those consumers registered (added on
-    registration), or `default` for a topic nobody declared a group for."""
+    registration), or `default` for a topic nobody declared a group for.
+
+    Read from the database, not the topic cache: a consumer that registered a moment ago,
+    through any broker process, gets every broadcast produced after its registration.
+    """
     names = list(TopicGroup.objects.filter(topic=topic).order_by("name").values_list("name", flat=True))
     return names or [DEFAULT_GROUP]
 

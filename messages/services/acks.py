@@ -6,6 +6,7 @@ the holder changes a message; anything else is answered `stale` and only traced.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -22,9 +23,12 @@ from mqcenter.auth import Principal
 from mqcenter.db import retry_on_lock_conflict
 from mqcenter.errors import Forbidden
 from registry.wakeups import wakeup_hub
+from topics.cache import topic_cache
 from topics.models import Topic
 
 MAX_EXTEND_SECONDS = 12 * 3600
+# What an ack reads of a message (under its row lock).
+ACK_FIELDS = ("id", "topic", "group_name", "status", "lease_owner", "attempt", "retry_remaining", "effect_time")
 
 OUTCOME_OF_EVENT = {
     TraceEvent.ACKED: "success",
@@ -54,10 +58,12 @@ def messages_ack(*, principal: Principal, consumer: str, results: list[AckResult
     with transaction.atomic():
         messages = {
             m.id: m
-            for m in Message.objects.select_for_update().filter(id__in={r.id for r in results})
+            for m in Message.objects.select_for_update()
+            .filter(id__in={r.id for r in results})
+            .only(*ACK_FIELDS)  # not `data`: it may be 256 KiB a message
         }
-        _require_consume(principal, messages.values(), results)
-        topics = {t.name: t for t in Topic.objects.filter(name__in={m.topic for m in messages.values()})}
+        topics = topic_cache.get_many({m.topic for m in messages.values()})
+        _require_consume(principal, messages.values(), results, topics)
         outcomes: list[dict[str, Any]] = []
         succeeded: list[Message] = []
         traces: list[MessageTrace] = []
@@ -90,18 +96,19 @@ def messages_ack(*, principal: Principal, consumer: str, results: list[AckResult
         trace_write(traces)
         if woken:
             transaction.on_commit(lambda: wakeup_hub().publish(woken))
-    for outcome in outcomes:
-        metrics.acked.labels(outcome["outcome"]).inc()
+    for outcome, count in Counter(o["outcome"] for o in outcomes).items():
+        metrics.acked.labels(outcome).inc(count)
     return outcomes
 
 
-def _require_consume(principal: Principal, messages: Any, results: list[AckResult]) -> None:
+def _require_consume(
+    principal: Principal, messages: Any, results: list[AckResult], topics: dict[str, Topic]
+) -> None:
     index_of = {r.id: i for i, r in enumerate(results)}
-    messages = list(messages)
-    owners = _topic_owners({m.topic for m in messages})
     for message in messages:
         # The scope and the business line: a consume:* token of another biz is no holder.
-        if not principal.may("consume", message.topic) or not principal.may_biz(owners.get(message.topic)):
+        topic = topics.get(message.topic)
+        if not principal.may("consume", message.topic) or not principal.may_biz(topic.biz_id if topic else None):
             raise Forbidden(
                 f"This token has no consume scope for topic {message.topic!r}.",
                 details={"field": f"results[{index_of[message.id]}].id", "topic": message.topic},

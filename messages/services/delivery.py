@@ -29,6 +29,7 @@ from mqcenter.auth import Principal
 from mqcenter.db import retry_on_lock_conflict
 from registry.services import rank_cache
 from registry.wakeups import wakeup_hub
+from topics.cache import topic_cache
 from topics.models import DeliveryMode, Topic, TopicGroup
 from topics.services import group_ensure, topic_require_biz
 
@@ -91,19 +92,16 @@ def messages_claim(
 ) -> tuple[list[Message], datetime | None]:
     """One claim attempt. Returns the leased messages and, when there are none, when the
     next delayed message of the group comes due (None if unknown or nothing is delayed)."""
-    topic_group = (
-        TopicGroup.objects.select_related("topic").filter(topic__name=topic, name=group).first()
-    )
+    topic_row = topic_cache.get(topic)
+    if topic_row is None:
+        return [], None  # consumers may start before anyone produced
+    topic_require_biz(principal, topic_row)
+    if topic_row.paused:
+        return [], None
+    topic_group = topic_row.group_rows.get(group)  # type: ignore[attr-defined]
     if topic_group is None:
-        topic_row = Topic.objects.filter(name=topic).first()
-        if topic_row is None:
-            return [], None  # consumers may start before anyone produced
-        topic_require_biz(principal, topic_row)
         topic_group = group_ensure(topic=topic_row, name=group)
         topic_group.topic = topic_row
-    topic_require_biz(principal, topic_group.topic)
-    if topic_group.topic.paused:
-        return [], None
     _recover_group_leases(topic, group)
 
     now = timezone.now()

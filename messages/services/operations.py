@@ -20,6 +20,7 @@ from messages.models import BulkJob, Message, MessageTrace, Status, TraceEvent
 from messages.services.trace import trace_row, trace_write
 from mqcenter.audit import audit_record
 from mqcenter.auth import Principal
+from mqcenter.dates import parse_iso_datetime
 from mqcenter.errors import InvalidRequest, NotFound
 from registry.wakeups import wakeup_hub
 from topics.models import Topic
@@ -265,9 +266,7 @@ def data_text(value: Any) -> str:
 
 
 def effect_time_parse(value: Any) -> datetime:
-    from django.utils.dateparse import parse_datetime
-
-    parsed = parse_datetime(value) if isinstance(value, str) else None
+    parsed = parse_iso_datetime(value)
     if parsed is None or parsed.tzinfo is None:
         raise InvalidRequest("effect_time must be an ISO 8601 datetime with offset.", details={"field": "effect_time"})
     return parsed

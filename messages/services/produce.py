@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from messages.models import Message, Status, TraceEvent
-from messages.services.trace import trace_row, trace_write
-from messages.sql import insert_rows
+from messages.services.trace import TraceRow, trace_write
+from messages.sql import insert_values
 from mqcenter import metrics
 from mqcenter.auth import Principal
 from mqcenter.db import retry_on_lock_conflict
@@ -59,6 +60,27 @@ class ProduceResult:
         }
 
 
+class NewMessage(NamedTuple):
+    """A message row to insert, in `mq_message` column order (see `sql.insert_values`)."""
+
+    topic: str
+    group_name: str
+    data: str
+    key: str | None
+    headers: dict[str, str]
+    status: str
+    effect_time: datetime
+    retry_remaining: int
+    attempt: int
+    timeout_seconds: int
+    dedup_key: str | None
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    last_log: str
+    add_time: datetime
+    update_time: datetime
+
+
 @retry_on_lock_conflict
 def messages_produce(*, principal: Principal, items: list[ProduceItem]) -> list[ProduceResult]:
     """Store every item (one copy per group for broadcasts) in one transaction.
@@ -80,10 +102,22 @@ def messages_produce(*, principal: Principal, items: list[ProduceItem]) -> list[
                 f"This token has no produce scope for topic {item.topic!r}.",
                 details={"field": f"messages[{index}].topic", "topic": item.topic},
             )
+    # Topics and groups first, each addition committed on its own: the message transaction
+    # stays short, and an auto-created topic with no messages yet is harmless.
+    topics = topics_for_produce(
+        principal=principal, names={item.topic for item in items}, auto_create=settings.MQ_AUTO_CREATE_TOPICS
+    )
+    targets = [
+        (item, topics[item.topic], topic_broadcast_groups(topics[item.topic]) if item.broadcast
+         else [item.group or DEFAULT_GROUP])
+        for item in items
+    ]
+    for topic in topics.values():
+        groups_ensure(topic=topic, names={g for item, t, groups in targets if t is topic for g in groups})
     for attempt in range(DEDUP_RACE_RETRIES + 1):
         try:
             with transaction.atomic():
-                results, woken = _store(principal, items)
+                results, woken = _store(principal, targets)
                 transaction.on_commit(lambda pairs=woken: wakeup_hub().publish(pairs))
             _count(results)
             return results
@@ -93,79 +127,67 @@ def messages_produce(*, principal: Principal, items: list[ProduceItem]) -> list[
     raise AssertionError("unreachable")
 
 
-def _store(principal: Principal, items: list[ProduceItem]) -> tuple[list[ProduceResult], set[tuple[str, str]]]:
-    topics = topics_for_produce(
-        principal=principal,
-        names={item.topic for item in items},
-        auto_create=settings.MQ_AUTO_CREATE_TOPICS,
-    )
+def _store(
+    principal: Principal, targets: list[tuple[ProduceItem, Topic, list[str]]]
+) -> tuple[list[ProduceResult], set[tuple[str, str]]]:
     now = timezone.now()
-    rows: list[Message] = []
-    for item in items:
-        topic = topics[item.topic]
-        groups = topic_broadcast_groups(topic) if item.broadcast else [item.group or DEFAULT_GROUP]
-        rows.extend(_message_row(item, topic, group, now) for group in groups)
-
-    for topic in topics.values():
-        groups_ensure(topic=topic, names={r.group_name for r in rows if r.topic == topic.name})
-
+    rows = [_message_row(item, topic, group, now) for item, topic, groups in targets for group in groups]
     existing = _existing_by_dedup(rows)
-    entries: list[tuple[Message, bool]] = []  # (message, duplicate)
-    new_rows: list[Message] = []
+    fresh: list[NewMessage] = []  # the rows to insert
+    # Per row, in order: the stored duplicate it repeats, or (index in `fresh`, duplicate?).
+    plan: list[ProduceResult | tuple[int, bool]] = []
+    first_in_batch: dict[tuple[str, str, str], int] = {}  # dedup key -> index in `fresh`
     for row in rows:
         if row.dedup_key is not None:
             dedup = (row.topic, row.group_name, row.dedup_key)
             if dedup in existing:
-                entries.append((existing[dedup], True))
+                stored = existing[dedup]
+                plan.append(ProduceResult(stored.id, stored.topic, stored.group_name, stored.status, True))
                 continue
-            existing[dedup] = row  # a later copy in this batch is a duplicate of this one
-        new_rows.append(row)
-        entries.append((row, False))
+            if dedup in first_in_batch:  # a later copy in this batch repeats the first
+                plan.append((first_in_batch[dedup], True))
+                continue
+            first_in_batch[dedup] = len(fresh)
+        plan.append((len(fresh), False))
+        fresh.append(row)
 
-    _insert(new_rows)  # sets ids, also on rows that in-batch duplicates point at
-    trace_write(
-        trace_row(row, TraceEvent.PRODUCED, at=now, actor=principal.name) for row in new_rows
-    )
+    ids = insert_values(Message, fresh, return_ids=True)
+    actor = principal.name[:200]
+    trace_write(TraceRow(new_id, TraceEvent.PRODUCED, actor, now, 0, None, None, Status.NEW, "") for new_id in ids)
     results = [
-        ProduceResult(m.id, m.topic, m.group_name, m.status, duplicate) for m, duplicate in entries
+        step if isinstance(step, ProduceResult)
+        else ProduceResult(ids[step[0]], fresh[step[0]].topic, fresh[step[0]].group_name, Status.NEW, step[1])
+        for step in plan
     ]
-    return results, {(r.topic, r.group_name) for r in new_rows}
+    return results, {(r.topic, r.group_name) for r in fresh}
 
 
 def _count(results: list[ProduceResult]) -> None:
-    for result in results:
-        (metrics.duplicates if result.duplicate else metrics.produced).labels(result.topic).inc()
+    counts: Counter[tuple[bool, str]] = Counter((r.duplicate, r.topic) for r in results)
+    for (duplicate, topic), count in counts.items():
+        (metrics.duplicates if duplicate else metrics.produced).labels(topic).inc(count)
 
 
-def _message_row(item: ProduceItem, topic: Topic, group: str, now: datetime) -> Message:
+def _message_row(item: ProduceItem, topic: Topic, group: str, now: datetime) -> NewMessage:
     if item.effect_time is not None:
         effect_time = item.effect_time
     elif item.delay_seconds:
         effect_time = now + timedelta(seconds=item.delay_seconds)
     else:
         effect_time = now
-    return Message(
-        topic=topic.name,
-        group_name=group,
-        data=item.data,
-        key=item.key,
-        headers=item.headers,
-        status=Status.NEW,
-        effect_time=effect_time,
-        retry_remaining=topic.retry_count if item.retry_count is None else item.retry_count,
-        attempt=0,
-        timeout_seconds=topic.timeout_seconds if item.timeout_seconds is None else item.timeout_seconds,
-        dedup_key=item.dedup_key,
-        add_time=now,
-        update_time=now,
+    return NewMessage(
+        topic.name, group, item.data, item.key, item.headers, Status.NEW, effect_time,
+        topic.retry_count if item.retry_count is None else item.retry_count, 0,
+        topic.timeout_seconds if item.timeout_seconds is None else item.timeout_seconds,
+        item.dedup_key, None, None, "", now, now,
     )
 
 
-def _existing_by_dedup(rows: list[Message]) -> dict[tuple[str, str, str | None], Message]:
+def _existing_by_dedup(rows: list[NewMessage]) -> dict[tuple[str, str, str], Message]:
     wanted = {(r.topic, r.group_name, r.dedup_key) for r in rows if r.dedup_key is not None}
     if not wanted:
         return {}
-    found: dict[tuple[str, str, str | None], Message] = {}
+    found: dict[tuple[str, str, str], Message] = {}
     by_topic_group: dict[tuple[str, str], list[str]] = {}
     for topic, group, dedup in wanted:
         by_topic_group.setdefault((topic, group), []).append(dedup)  # type: ignore[arg-type]
@@ -173,10 +195,5 @@ def _existing_by_dedup(rows: list[Message]) -> dict[tuple[str, str, str | None],
         for message in Message.objects.filter(topic=topic, group_name=group, dedup_key__in=keys).only(
             "id", "topic", "group_name", "status", "dedup_key"
         ):
-            found[(topic, group, message.dedup_key)] = message
+            found[(topic, group, message.dedup_key)] = message  # type: ignore[index]
     return found
-
-
-def _insert(rows: list[Message]) -> None:
-    """Insert rows and learn their ids (one statement per chunk where the backend allows)."""
-    insert_rows(Message, rows, return_ids=True)

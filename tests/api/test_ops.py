@@ -82,7 +82,7 @@ def test_it_answers_unknown_endpoints_and_methods_with_the_error_body(admin_api)
 
 def test_it_rate_limits_a_token_with_429_and_retry_after(admin_api, settings):
     # A private cache: the shared Redis cache would let concurrent test runs' tokens collide.
-    rest = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"token": "3/min"}}
+    rest = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"token": "3/hour"}}
     with override_settings(REST_FRAMEWORK=rest,
                            CACHES={"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
                                                "LOCATION": "ratelimit-test"}}):
@@ -91,3 +91,21 @@ def test_it_rate_limits_a_token_with_429_and_retry_after(admin_api, settings):
         response = admin_api.get("/api/v1/topics")
     expect_error(response, 429, "rate_limited")
     assert int(response["Retry-After"]) >= 1
+
+
+def test_it_counts_a_tokens_requests_in_redis_across_processes(admin_api, settings):
+    """The production path: the window's counter lives in Redis, where every broker process
+    adds to it (a fresh token's key cannot collide with another run's)."""
+    import redis
+
+    from mqcenter.auth import token_hash
+
+    assert settings.CACHES["default"]["BACKEND"].endswith("RedisCache")
+    rest = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"token": "3/hour"}}
+    with override_settings(REST_FRAMEWORK=rest):
+        statuses = [admin_api.get("/api/v1/topics").status_code for _ in range(4)]
+    assert statuses == [200, 200, 200, 429]
+    keys = redis.Redis.from_url(settings.CACHES["default"]["LOCATION"]).keys(
+        f"mq:throttle_token_{token_hash(admin_api.token)[:24]}_*"
+    )
+    assert len(keys) == 1

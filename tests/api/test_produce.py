@@ -69,6 +69,7 @@ def test_it_refuses_a_batch_of_1001_and_stores_nothing(producer_api):
         ({"topic": "orders", "data": 1, "delay_seconds": "5"}, "messages[3].delay_seconds"),
         ({"topic": "orders", "data": 1, "effect_time": "tomorrow"}, "messages[3].effect_time"),
         ({"topic": "orders", "data": 1, "effect_time": "2030-01-01T00:00:00"}, "messages[3].effect_time"),
+        ({"topic": "orders", "data": 1, "effect_time": "2030-01-01T12:99:00Z"}, "messages[3].effect_time"),
         ({"topic": "orders", "data": 1, "retry_count": -1}, "messages[3].retry_count"),
         ({"topic": "orders", "data": 1, "retry_count": 1.5}, "messages[3].retry_count"),
         ({"topic": "orders", "data": 1, "retry_count": True}, "messages[3].retry_count"),

@@ -72,14 +72,17 @@ def test_it_stores_every_acknowledged_produce_once_when_the_broker_is_killed_und
                         )
                         with lock:
                             acknowledged.extend(m.id for m in stored)
-                        time.sleep(0.05)
+                        time.sleep(0.1)
             except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
                 errors.append(exc)
 
         producers = [threading.Thread(target=produce, args=(w,)) for w in range(4)]
         for thread in producers:
             thread.start()
-        time.sleep(1.0)
+        # Kill once a quarter of the load is acknowledged: mid-load however fast produce is.
+        deadline = time.monotonic() + 30
+        while len(acknowledged) < 4 * 15 * 40 // 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
         server.kill(url, signal.SIGKILL)
         killed_with = len(acknowledged)
         time.sleep(1.5)
