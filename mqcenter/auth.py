@@ -132,12 +132,23 @@ def principal_for_token(token: str) -> Principal:
     cached = token_cache.get(token)
     if cached is not None:
         return cached
-    from topics.models import ApiToken  # app models load after settings
-
     parts = token.split("_")
     if len(parts) < 3 or parts[0] != "mq" or len(token) > 200:
         raise Unauthenticated("Unknown API token.")
-    row = ApiToken.objects.filter(prefix=parts[1], revoked_at__isnull=True).first()
+    # One lookup at a time per token prefix: a thousand consumers starting together find the
+    # token in the cache after the first, instead of opening a thousand connections.
+    with _lookup_locks[hash(parts[1]) % len(_lookup_locks)]:
+        cached = token_cache.get(token)
+        return cached if cached is not None else _principal_from_database(token, parts[1])
+
+
+_lookup_locks = [threading.Lock() for _ in range(64)]
+
+
+def _principal_from_database(token: str, prefix: str) -> Principal:
+    from topics.models import ApiToken  # app models load after settings
+
+    row = ApiToken.objects.filter(prefix=prefix, revoked_at__isnull=True).first()
     if row is None or not hmac.compare_digest(row.token_hash, token_hash(token)):
         raise Unauthenticated("Unknown API token.")
     principal = Principal(

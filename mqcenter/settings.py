@@ -140,15 +140,12 @@ if REDIS_URL:
             "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
         }
     }
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
-        }
-    }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# No channel layer: no socket sends to another (console pages re-read the database, SDK
+# wake-ups ride registry/wakeups.py). With channels-redis configured, every socket also
+# listened on Redis and was dropped the moment Redis went away.
+CHANNEL_LAYERS: dict[str, dict[str, object]] = {}
 
 # --- auth, sessions, security ------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

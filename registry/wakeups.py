@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -41,6 +43,12 @@ class WakeupHub:
         # True while the Redis subscriber is connected (or when there is no Redis): waiting
         # pulls then trust wake-ups and fall back to polling only rarely.
         self.connected = not redis_url
+
+    @property
+    def origin(self) -> str:
+        """Tells this process's own signals apart when Redis echoes them back (read per
+        call: a forked child is another process)."""
+        return f"{socket.gethostname()}:{os.getpid()}:{id(self)}"
 
     # --- waiting -------------------------------------------------------------------------
 
@@ -126,14 +134,14 @@ class WakeupHub:
         unique = sorted(set(pairs))
         if not unique:
             return
+        # This process's own waiters at once, not after a round trip through Redis.
+        self.notify_local(unique)
         if not self.redis_url:
-            self.notify_local(unique)
             return
         try:
-            self._redis_publisher().publish(CHANNEL, json.dumps(unique))
+            self._redis_publisher().publish(CHANNEL, json.dumps({"from": self.origin, "pairs": unique}))
         except Exception as exc:  # noqa: BLE001 - Redis is not on the durability path
-            logger.warning("wake-up publish failed (%s); waking local pulls only", exc)
-            self.notify_local(unique)
+            logger.warning("wake-up publish failed (%s); woke local pulls only", exc)
 
     def _redis_publisher(self):  # type: ignore[no-untyped-def]
         if self._publisher is None:
@@ -173,8 +181,9 @@ class WakeupHub:
                 self._wake_all()
                 for item in pubsub.listen():
                     if item.get("type") == "message":
-                        pairs = [tuple(pair) for pair in json.loads(item["data"])]
-                        self.notify_local(pairs)  # type: ignore[arg-type]
+                        signal = json.loads(item["data"])
+                        if signal["from"] != self.origin:  # our own were woken when published
+                            self.notify_local([tuple(pair) for pair in signal["pairs"]])  # type: ignore[misc]
             except Exception as exc:  # noqa: BLE001 - reconnect on any failure
                 if self.connected:
                     logger.warning("wake-up subscriber lost Redis (%s); polling meanwhile", exc)

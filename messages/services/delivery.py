@@ -36,6 +36,9 @@ from topics.services import group_ensure, topic_require_biz
 # A waiting pull keeps its database connection only while few pulls wait in this process;
 # beyond that it hands the connection back, so a thousand long-polls hold no connections.
 MAX_IDLE_CONNECTIONS = 16
+# And at most this many pulls of a process use the database at once: a thousand long-polls
+# arriving (or woken) together must not open a thousand connections (max_connections).
+CLAIM_SLOTS = threading.BoundedSemaphore(32)
 # How often this process sweeps a group's expired leases from the claim path.
 RECOVERY_INTERVAL_SECONDS = 1.0
 # Sharded claims look this many times further down the backlog for keys that are free.
@@ -64,11 +67,15 @@ def messages_pull(
     with hub.waiter(topic, group) as wake:
         while True:
             wake.clear()
-            messages, next_due = messages_claim(
-                principal=principal, topic=topic, group=group, consumer=consumer,
-                max_messages=max_messages,
-            )
-            remaining = deadline - time.monotonic()
+            with CLAIM_SLOTS:
+                messages, next_due = messages_claim(
+                    principal=principal, topic=topic, group=group, consumer=consumer,
+                    max_messages=max_messages,
+                )
+                remaining = deadline - time.monotonic()
+                if not messages and remaining > 0 and hub.waiting_count() > MAX_IDLE_CONNECTIONS \
+                        and not connection.in_atomic_block:
+                    connection.close()  # before giving the slot back: open connections stay bounded
             if messages or remaining <= 0:
                 metrics.pull_wait.observe(time.monotonic() - started)
                 if messages:
@@ -82,8 +89,6 @@ def messages_pull(
             if next_due is not None:
                 due_in = (next_due - timezone.now()).total_seconds()
                 timeout = max(0.0, min(timeout, due_in + 0.002))
-            if hub.waiting_count() > MAX_IDLE_CONNECTIONS and not connection.in_atomic_block:
-                connection.close()
             wake.wait(timeout)
 
 
