@@ -215,6 +215,8 @@ def longpoll(scale: Scale, results: Results) -> None:
         load.ensure_topic(broker, "lp")
         for _ in range(scale.repeats):
             runs.append(_longpoll_once(broker, scale.longpoll_consumers))
+        samples = min(STEADY_SAMPLES, scale.longpoll_consumers // 2)
+        steady = [_longpoll_once(broker, scale.longpoll_consumers, steady=samples) for _ in range(scale.repeats)]
     finally:
         broker.teardown()
     results.put("mq_longpoll", {
@@ -226,7 +228,13 @@ def longpoll(scale: Scale, results: Results) -> None:
         "idle_broker_cpu_cores": summary(r["idle_broker_cpu_cores"] for r in runs),
         "idle_db_connects_per_s": summary(r["idle_db_connects_per_s"] for r in runs),
         "max_connections": _max_connections(),
-        "error_samples": sorted({e for r in runs for e in r["error_samples"]})[:5],
+        "error_samples": sorted({e for r in runs + steady for e in r["error_samples"]})[:5],
+        # One message at a time (every 20 ms) while all the others keep waiting.
+        "steady_samples": samples,
+        "steady_served": summary(r["served"] for r in steady),
+        "steady_errors": summary(r["errors"] for r in steady),
+        "steady_wake_p50_ms": summary(r["wake_p50_ms"] for r in steady),
+        "steady_wake_p99_ms": summary(r["wake_p99_ms"] for r in steady),
     })
 
 
@@ -283,7 +291,14 @@ def _idle_cost(broker: BenchBroker, seconds: float) -> dict[str, float]:
             "idle_db_connects_per_s": (_db_connections_total() - conn0) / elapsed}
 
 
-def _longpoll_once(broker: BenchBroker, count: int) -> dict[str, Any]:
+STEADY_SAMPLES = 200
+
+
+def _longpoll_once(broker: BenchBroker, count: int, steady: int = 0) -> dict[str, Any]:
+    """`count` pulls wait; then either one produce of `count` messages (the burst: every
+    waiter is woken at once) or, with `steady`, that many single messages 20 ms apart while
+    the rest keep waiting (then one produce releases them, unmeasured). Wake latency is the
+    produce call's start to the pull's answer."""
     rss_before = broker.rss_mb()
     client = subprocess.Popen(
         [PYTHON, "-m", "bench.workloads.longpoll_client", broker.url, broker.token, "lp", str(count)],
@@ -301,17 +316,24 @@ def _longpoll_once(broker: BenchBroker, count: int) -> dict[str, Any]:
     began = time.time()
     produce_error = ""
     with httpx.Client(base_url=broker.url, headers=broker.headers(), timeout=60) as http:
-        for start in range(0, count, 1000):
-            n = min(1000, count - start)
+        def send(messages: list[Any]) -> None:
+            nonlocal produce_error
             try:
-                http.post("/api/v1/messages", json={"messages": [{"topic": "lp", "data": i} for i in range(n)]}
+                http.post("/api/v1/messages", json={"messages": [{"topic": "lp", "data": d} for d in messages]}
                           ).raise_for_status()
             except httpx.HTTPError as exc:  # a saturated broker is a result, not a crash
                 produce_error = f"produce while {count} pulls waited: {exc!r}"
+
+        for _ in range(steady):
+            send([{"t0": time.time()}])
+            time.sleep(0.02)
+        for start in range(steady, count, 1000):
+            send([{"t0": began} if not steady else None] * min(1000, count - start))
     out, _ = client.communicate(timeout=120)
     answers = json.loads(out.strip().splitlines()[-1])
     rss_after = broker.rss_mb()
-    woken = [a["at"] - began for a in answers if a["status"] == 200 and a["messages"]]
+    woken = [a["at"] - a["data"]["t0"] for a in answers
+             if a["status"] == 200 and a["messages"] and isinstance(a["data"], dict)]
     errors = [a for a in answers if a["status"] != 200]
     return {
         "waiting_seen": waiting, "served": len(woken), "errors": len(errors) + bool(produce_error), **idle,

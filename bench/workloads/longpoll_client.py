@@ -2,7 +2,8 @@
 
 Opens N concurrent long-polling pulls (max_messages=1, wait_seconds=30, a distinct consumer
 id each), prints "ready" once every request is sent, then, when each answers, records its
-status, how many messages it got and when (time.time()). Prints the results as JSON.
+status, how many messages it got, the first one's data and when (time.time()). Prints the
+results as JSON.
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ async def main(url: str, token: str, topic: str, count: int) -> None:
             sent += 1
             try:
                 answer = await client.post("/api/v1/pull", json=body)
-                got = len(answer.json().get("messages", [])) if answer.status_code == 200 else 0
-                results.append({"status": answer.status_code, "messages": got, "at": time.time(),
+                at = time.time()
+                got = answer.json().get("messages", []) if answer.status_code == 200 else []
+                results.append({"status": answer.status_code, "messages": len(got), "at": at,
+                                "data": got[0]["data"] if got else None,
                                 "error": "" if answer.status_code == 200 else answer.text[:200]})
             except httpx.HTTPError as exc:
                 results.append({"status": 0, "messages": 0, "at": time.time(), "error": repr(exc)})
