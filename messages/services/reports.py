@@ -161,7 +161,7 @@ def report_source() -> JdbcSource:
     if explicit:
         return JdbcSource(url=explicit, user=db.get("USER") or "", password=db.get("PASSWORD") or "",
                           partitions=partitions)
-    if db["ENGINE"] != "django.db.backends.mysql":
+    if connections["default"].vendor != "mysql":
         raise InvalidRequest(
             "the Spark reports read MySQL/MariaDB over JDBC; set DATABASE_URL to mysql://... "
             "or MQ_REPORT_JDBC_URL"
