@@ -96,6 +96,30 @@ def machine_load() -> float:
     return os.getloadavg()[0]
 
 
+def cpu_seconds(pids: Iterable[int]) -> float:
+    """User + system CPU the processes used so far (those that are gone count nothing)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def pids_named(name: str) -> list[int]:
+    """Processes whose command name is `name` (e.g. the database server)."""
+    found = []
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if comm.read_text().strip() == name:
+                found.append(int(comm.parent.name))
+        except OSError:
+            continue
+    return found
+
+
 # --- results -----------------------------------------------------------------------------
 
 

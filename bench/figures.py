@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,6 +16,7 @@ from bench.common import (
     BenchBroker,
     Results,
     Scale,
+    cpu_seconds,
     mysql_connect,
     percentile,
     summary,
@@ -97,16 +96,18 @@ def e2e(scale: Scale, results: Results) -> None:
     broker = _started("bench")
     try:
         load.ensure_topic(broker, "bench")
-        rates, http_rates = [], []
+        rates, http_rates, cpu = [], [], []
         for i in range(scale.repeats):
             broker.truncate()
             _log(f"SDK end-to-end run {i + 1}")
-            rates.append(load.sdk_e2e_rate(broker, "bench", scale.e2e_messages))
+            cpu.append({})
+            rates.append(load.sdk_e2e_rate(broker, "bench", scale.e2e_messages, cpu=cpu[-1]))
         for _ in range(scale.repeats):
             broker.truncate()
             http_rates.append(load.pull_ack_rate(broker, "bench", scale.serving_messages))
         results.put("mq_e2e", {"unit": "msg/s", "serving": broker.serving.label,
-                               "messages": scale.e2e_messages, **summary(rates)})
+                               "messages": scale.e2e_messages, **summary(rates),
+                               "cpu_us_per_message": {part: summary(run[part] for run in cpu) for part in cpu[0]}})
         results.put("mq_http_pull_ack", {"unit": "msg/s", "messages": scale.serving_messages, **summary(http_rates)})
         results.put("mq_rss_after_e2e", {"unit": "MB", "value": broker.rss_mb()})
     finally:
@@ -260,17 +261,6 @@ def _waiting(broker: BenchBroker) -> int:
     return -1
 
 
-def _cpu_seconds(pids: list[int]) -> float:
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
-    return total / os.sysconf("SC_CLK_TCK")
-
-
 def _db_connections_total() -> int:
     conn = mysql_connect()
     cur = conn.cursor()
@@ -284,10 +274,10 @@ def _idle_cost(broker: BenchBroker, seconds: float) -> dict[str, float]:
     """What the waiting pulls cost while nothing happens: broker CPU (fraction of one core)
     and new database connections per second (server-wide, so other clients add noise)."""
     pids = broker.pids()
-    cpu0, conn0, began = _cpu_seconds(pids), _db_connections_total(), time.monotonic()
+    cpu0, conn0, began = cpu_seconds(pids), _db_connections_total(), time.monotonic()
     time.sleep(seconds)
     elapsed = time.monotonic() - began
-    return {"idle_broker_cpu_cores": (_cpu_seconds(pids) - cpu0) / elapsed,
+    return {"idle_broker_cpu_cores": (cpu_seconds(pids) - cpu0) / elapsed,
             "idle_db_connects_per_s": (_db_connections_total() - conn0) / elapsed}
 
 

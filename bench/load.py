@@ -17,7 +17,17 @@ from typing import Any
 
 import httpx
 
-from bench.common import PYTHON, REDIS_URL, ROOT, BenchBroker, mysql_connect, payload, redis_client
+from bench.common import (
+    PYTHON,
+    REDIS_URL,
+    ROOT,
+    BenchBroker,
+    cpu_seconds,
+    mysql_connect,
+    payload,
+    pids_named,
+    redis_client,
+)
 from bench.dblimit import INSERT_MESSAGE, message_row
 
 THREADS = 4
@@ -199,12 +209,28 @@ def redis_counter(key: str) -> Callable[[], int]:
     return lambda: int(client.get(key) or 0)
 
 
-def sdk_e2e_rate(broker: BenchBroker, topic: str, messages: int, processes: int = 4) -> float:
-    """Drain a backlog of `messages` with SDK consumer processes running no-op handlers."""
+def sdk_e2e_rate(broker: BenchBroker, topic: str, messages: int, processes: int = 4,
+                 cpu: dict[str, float] | None = None) -> float:
+    """Drain a backlog of `messages` with SDK consumer processes running no-op handlers.
+
+    With `cpu`, also fills in where the CPU went: microseconds per message in the broker,
+    the SDK consumer processes, MariaDB and Redis, from the first handled message on.
+    """
     sql_fill(broker, topic, messages)
     counter = redis_counter(f"bench:done:{topic}")
-    with SdkConsumers(broker, topic, processes):
-        return drain_rate(counter, messages)
+    with SdkConsumers(broker, topic, processes) as consumers:
+        if cpu is None:
+            return drain_rate(counter, messages)
+        parts = {"broker": broker.pids(), "sdk consumers": [p.pid for p in consumers.procs],
+                 "mariadb": pids_named("mariadbd"), "redis": pids_named("redis-server")}
+        deadline = time.monotonic() + 120
+        while (started_at := counter()) == 0 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        before = {part: cpu_seconds(pids) for part, pids in parts.items()}
+        rate = drain_rate(counter, messages)
+        handled = max(1, counter() - started_at)
+        cpu.update({part: (cpu_seconds(pids) - before[part]) / handled * 1e6 for part, pids in parts.items()})
+        return rate
 
 
 def sdk_latency(broker: BenchBroker, topic: str, samples: int, gap: float = 0.02) -> list[float]:

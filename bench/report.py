@@ -53,6 +53,9 @@ def table(data: dict[str, Any]) -> str:
     http = f.get("mq_http_pull_ack")
     if http:
         rows.append(("  HTTP pull 100 + ack 100, 4 threads (no SDK)", _fmt(http), "", "info", ""))
+    if mq and mq.get("cpu_us_per_message"):
+        split = "; ".join(f"{part} {_fmt(value)}" for part, value in mq["cpu_us_per_message"].items())
+        rows.append(("  where the CPU goes, µs per message", split, "2 cores = 2,000,000 µs/s", "info", ""))
 
     lat, cel = f.get("mq_latency"), f.get("celery_latency")
     if lat:

@@ -11,6 +11,7 @@ from django.utils import timezone
 from mqcenter.audit import audit_record
 from mqcenter.auth import Principal, token_cache, token_generate, validate_scope
 from mqcenter.errors import Conflict, Forbidden, InvalidRequest, NotFound
+from registry.wakeups import wakeup_hub
 from topics.cache import topic_cache
 from topics.models import ApiToken, Biz, DeliveryMode, Topic, TopicGroup
 
@@ -110,6 +111,9 @@ def topic_update(
                 topic=topic, name=group["group"], defaults={"mode": group.get("mode", DeliveryMode.QUEUE)}
             )
         audit_record(actor=actor, action="topic.update", target=topic, before=before, after=topic_snapshot(topic))
+        if before["paused"] and not topic.paused:  # waiting pulls need not wait out their fallback
+            pairs = [(topic.name, group["group"]) for group in topic_snapshot(topic)["groups"]]
+            transaction.on_commit(lambda: wakeup_hub().publish(pairs))
     return topic
 
 

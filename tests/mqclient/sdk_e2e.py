@@ -265,6 +265,9 @@ class Admin:
     def message(self, message_id: int) -> dict[str, Any]:
         return self.request("GET", f"/api/v1/messages/{message_id}")
 
+    def brokers(self) -> list[str]:
+        return [b["url"] for b in self.request("GET", "/api/v1/registry/brokers")]
+
     def consumers(self, topic: str) -> list[dict[str, Any]]:
         return self.request("GET", "/api/v1/registry/consumers", params={"topic": topic})
 

@@ -148,6 +148,9 @@ def test_a_consumer_told_of_one_broker_finds_the_others_in_the_registry(
 ) -> None:
     only, other = e2e_cluster.start_broker(), e2e_cluster.start_broker()
     scenario.brokers = [other.url]
+    # The consumer learns of `other` from its registration's answer: `other` must be listed
+    # by then (a broker registers itself just after it starts answering).
+    wait_until(lambda: {only.url, other.url} <= set(scenario.admin.brokers()), 20, "both brokers to register")
     proc = scenario.consumer("discovering", brokers=[only.url], concurrency=2)
     wait_until(lambda: scenario.admin.consumers(scenario.topic), 20, "the consumer to register")
     only.process.signal(signal.SIGKILL)  # the only broker it was given is gone
