@@ -177,7 +177,7 @@ SERVINGS = {
     "uvicorn2": Serving("runbroker (uvicorn, 2 workers)", "runbroker", 2),
     "uvicorn2-asgi": Serving("runbroker (uvicorn, 2 workers), Django's ASGI handler", "runbroker", 2,
                              env=(("MQ_HTTP_HANDLER", "asgi"),)),
-    "gunicorn-uvicorn2": Serving("gunicorn + UvicornWorker, 2 workers", "gunicorn-uvicorn", 2),
+    "gunicorn-uvicorn2": Serving("gunicorn + UvicornWorker, 2 workers (the same ASGI app as runbroker)", "gunicorn-uvicorn", 2),
     "gthread2x8": Serving("gunicorn gthread (WSGI), 2 workers x 8 threads", "gunicorn-gthread", 2, 8),
     "gthread2x32": Serving("gunicorn gthread (WSGI), 2 workers x 32 threads", "gunicorn-gthread", 2, 32),
 }
