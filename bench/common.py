@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -19,9 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from tests.support.server import ROOT, BrokerServer, free_port
+from tests.support.server import ROOT, BrokerServer
 
 RESULTS_DIR = Path(os.environ.get("MQ_BENCH_RESULTS", ROOT / "bench" / "results"))
 REDIS_DB = int(os.environ.get("MQ_BENCH_REDIS_DB", "7"))
@@ -193,28 +190,17 @@ class BenchBroker(BrokerServer):
         self.serving = SERVINGS[serving]
         self.url = ""
 
-    def start(self, port: int | None = None) -> str:  # type: ignore[override]
-        port = port or free_port()
-        log = open(ROOT / "var" / f"{self.database}-{port}.log", "ab")  # noqa: SIM115
-        env = {**self.env, **dict(self.serving.env), "MQ_ADVERTISED_URL": f"http://127.0.0.1:{port}"}
-        proc = subprocess.Popen(self.serving.command(port), cwd=ROOT, env=env, stdout=log,
-                                stderr=subprocess.STDOUT)
-        self.processes[port] = proc
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"broker on {port} exited with {proc.returncode}")
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    self.url = url
-                    # every worker answers; give the others a moment to finish importing
-                    time.sleep(0.5 if self.serving.workers > 1 else 0)
-                    return url
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"broker on {port} did not start")
+    def command(self, port: int) -> list[str]:
+        return self.serving.command(port)
+
+    def process_env(self, port: int) -> dict[str, str]:
+        return {**self.env, **dict(self.serving.env), "MQ_ADVERTISED_URL": f"http://127.0.0.1:{port}"}
+
+    def start(self, port: int | None = None) -> str:
+        self.url = super().start(port)
+        # every worker answers; give the others a moment to finish importing
+        time.sleep(0.5 if self.serving.workers > 1 else 0)
+        return self.url
 
     def pids(self) -> list[int]:
         """Every process of the server: the ones started and all their descendants."""

@@ -94,17 +94,23 @@ class BrokerServer:
             raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stderr}")
         return result.stdout
 
+    def command(self, port: int) -> list[str]:
+        """How a broker process is run (the bench serves it other ways too)."""
+        return [sys.executable, "manage.py", "runbroker", "--port", str(port)]
+
+    def process_env(self, port: int) -> dict[str, str]:
+        return self.env
+
     def start(self, port: int | None = None) -> str:
         """Start one broker process; returns its base URL once it answers /healthz."""
         port = port or free_port()
         log = open(ROOT / "var" / f"{self.database}-{port}.log", "ab")  # noqa: SIM115
         proc = subprocess.Popen(
-            [sys.executable, "manage.py", "runbroker", "--port", str(port)],
-            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            self.command(port), cwd=ROOT, env=self.process_env(port), stdout=log, stderr=subprocess.STDOUT,
         )
         self.processes[port] = proc
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise RuntimeError(f"broker on {port} exited with {proc.returncode}")
