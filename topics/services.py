@@ -110,9 +110,10 @@ def topic_update(
             TopicGroup.objects.update_or_create(
                 topic=topic, name=group["group"], defaults={"mode": group.get("mode", DeliveryMode.QUEUE)}
             )
-        audit_record(actor=actor, action="topic.update", target=topic, before=before, after=topic_snapshot(topic))
+        after = topic_snapshot(topic)
+        audit_record(actor=actor, action="topic.update", target=topic, before=before, after=after)
         if before["paused"] and not topic.paused:  # waiting pulls need not wait out their fallback
-            pairs = [(topic.name, group["group"]) for group in topic_snapshot(topic)["groups"]]
+            pairs = [(topic.name, group["group"]) for group in after["groups"]]
             transaction.on_commit(lambda: wakeup_hub().publish(pairs))
     return topic
 

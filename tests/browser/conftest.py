@@ -4,17 +4,14 @@ Celery worker for bulk jobs, and headless Chromium (Debian's package) driven by 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.support.server import ROOT, BrokerServer, free_port
+from tests.support.server import ROOT, BrokerServer, free_port, start_celery_worker, stop_processes
 
 REDIS_INDEX_URL = os.environ.get("MQ_CONSOLE_TEST_REDIS", "redis://127.0.0.1:6379/4")
 SCREENSHOTS = ROOT / "test-output" / "screenshots"
@@ -80,20 +77,12 @@ def console() -> Iterator[Console]:
     server.setup()
     server.manage("shell", "-c", CREATE_USERS)
     worker_log = open(ROOT / "var" / "console-browser-celery.log", "ab")  # noqa: SIM115
-    worker = subprocess.Popen(
-        [str(Path(sys.executable).parent / "celery"), "-A", "mqcenter", "worker", "-P", "solo",
-         "--without-gossip", "--without-mingle", "-l", "info"],
-        cwd=ROOT, env=server.env, stdout=worker_log, stderr=subprocess.STDOUT,
-    )
+    worker = start_celery_worker(server.env, worker_log, level="info")
     try:
         url = server.start(port)
         yield Console(server, url)
     finally:
-        worker.terminate()
-        try:
-            worker.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            worker.kill()
+        stop_processes([worker])
         worker_log.close()
         server.teardown()
 

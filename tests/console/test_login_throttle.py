@@ -14,19 +14,34 @@ from .conftest import make_user
 pytestmark = pytest.mark.django_db
 
 
-def attempt(client: Client, username: str, password: str, address: str = "10.9.8.7") -> int:
+PASSWORD = "correct horse battery"
+
+
+def attempt(client: Client, username: str, password: str, address: str) -> int:
     return client.post("/login/", {"username": username, "password": password}, REMOTE_ADDR=address).status_code
 
 
-def test_it_blocks_a_username_after_repeated_failed_logins_even_with_the_right_password() -> None:
-    name = f"guessme-{uuid.uuid4().hex[:8]}"
+def fresh_address() -> str:
+    """An address no other run used: per-address failures outlive a test in the shared cache."""
+    return "10." + ".".join(str(b) for b in uuid.uuid4().bytes[:3])
+
+
+def superuser_named(prefix: str) -> str:
+    """A fresh superuser whose password is PASSWORD; answers its username."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     user = make_user(name, superuser=True)
-    user.set_password("correct horse battery")
+    user.set_password(PASSWORD)
     user.save()
+    return name
+
+
+def test_it_blocks_a_username_after_repeated_failed_logins_even_with_the_right_password() -> None:
+    name = superuser_named("guessme")
     client = Client()
 
-    failures = [attempt(client, name, f"wrong-{n}") for n in range(MAX_FAILURES_PER_USERNAME)]
-    blocked = client.post("/login/", {"username": name, "password": "correct horse battery"}, REMOTE_ADDR="10.9.8.7")
+    address = fresh_address()
+    failures = [attempt(client, name, f"wrong-{n}", address) for n in range(MAX_FAILURES_PER_USERNAME)]
+    blocked = client.post("/login/", {"username": name, "password": PASSWORD}, REMOTE_ADDR=address)
 
     assert failures == [200] * MAX_FAILURES_PER_USERNAME  # the form again, with an error
     assert blocked.status_code == 429
@@ -36,17 +51,15 @@ def test_it_blocks_a_username_after_repeated_failed_logins_even_with_the_right_p
 
 
 def test_it_forgets_a_few_typos_after_a_successful_login() -> None:
-    name = f"typo-{uuid.uuid4().hex[:8]}"
-    user = make_user(name, superuser=True)
-    user.set_password("correct horse battery")
-    user.save()
+    name = superuser_named("typo")
     client = Client()
 
     for n in range(MAX_FAILURES_PER_USERNAME - 1):
-        attempt(client, name, f"wrong-{n}", address=f"10.1.1.{n}")
-    ok = client.post("/login/", {"username": name, "password": "correct horse battery"}, REMOTE_ADDR="10.1.2.1")
+        attempt(client, name, f"wrong-{n}", fresh_address())
+    ok = client.post("/login/", {"username": name, "password": PASSWORD}, REMOTE_ADDR=fresh_address())
     client.logout()
-    again = [attempt(Client(), name, f"oops-{n}", address="10.1.3.1") for n in range(MAX_FAILURES_PER_USERNAME - 1)]
+    address = fresh_address()
+    again = [attempt(Client(), name, f"oops-{n}", address) for n in range(MAX_FAILURES_PER_USERNAME - 1)]
 
     assert ok.status_code == 302
     assert 429 not in again

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 
 import pytest
 
 from tests.support.private import PrivateRedis
-from tests.support.server import ROOT, BrokerServer
+from tests.support.server import BrokerServer, start_celery_worker, stop_processes
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
-
 
 
 def send_flush(server: BrokerServer) -> None:
@@ -39,11 +36,7 @@ def wait_for_new_flush(server: BrokerServer, after: str | None, timeout: float) 
 def test_it_runs_maintenance_again_after_redis_restarts(redis_server: PrivateRedis) -> None:
     env = {"REDIS_URL": redis_server.url, "CELERY_BROKER_URL": redis_server.url}
     server = BrokerServer("celeryredis", extra_env=env).setup()
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "mqcenter", "worker", "-P", "solo", "--without-gossip",
-         "--without-mingle", "-l", "warning"],
-        cwd=ROOT, env=server.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
+    worker = start_celery_worker(server.env)
     try:
         send_flush(server)
         first = wait_for_new_flush(server, None, timeout=60)
@@ -58,9 +51,5 @@ def test_it_runs_maintenance_again_after_redis_restarts(redis_server: PrivateRed
         assert worker.poll() is None, "the worker died with Redis"
         assert second is not None, "maintenance did not resume after Redis came back"
     finally:
-        worker.terminate()
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            worker.kill()
+        stop_processes([worker], timeout=20)
         server.teardown()

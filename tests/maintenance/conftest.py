@@ -22,6 +22,7 @@ from django.utils import timezone
 from messages.models import Message, MessageTrace
 from messages.services import AckResult, ProduceItem, messages_ack, messages_claim, messages_produce
 from mqcenter.auth import Principal
+from tests.support.server import stop_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 # The Celery broker of this suite's workers. Other suites may share the Redis database, so
@@ -134,15 +135,7 @@ class CeleryProcesses:
         return "\n".join(p.read_text(errors="replace")[-4000:] for p in self.logs)
 
     def stop(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        stop_processes(self.procs, timeout=20)
 
 
     def forget_queue(self) -> None:

@@ -30,6 +30,28 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def stop_processes(procs: list[subprocess.Popen[bytes]], timeout: float = 15.0) -> None:
+    """SIGTERM them all, then wait for each; one that outlives `timeout` is killed."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def start_celery_worker(env: dict[str, str], output: Any = subprocess.DEVNULL, level: str = "warning") -> subprocess.Popen[bytes]:
+    """A real Celery worker (solo pool) for the broker whose environment is `env`."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "mqcenter", "worker", "-P", "solo", "--without-gossip",
+         "--without-mingle", "-l", level],
+        cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT,
+    )
+
+
 def mysql_recreate(database: str, port: int = 3306) -> None:
     import MySQLdb
 
@@ -129,13 +151,7 @@ class BrokerServer:
         proc.wait(timeout=15)
 
     def stop(self) -> None:
-        for proc in self.processes.values():
-            proc.terminate()
-        for proc in self.processes.values():
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_processes(list(self.processes.values()), timeout=10)
         self.processes.clear()
 
     def teardown(self) -> None:
