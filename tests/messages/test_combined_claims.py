@@ -1,0 +1,142 @@
+"""Combined queue claims: pulls of one group queued behind a claim in progress are served
+together by one transaction, each under its own lease, and a failed leader strands no one.
+
+The leader is held inside its claim with a real table lock on the trace table (its trace
+INSERT waits), so the pulls behind it queue up deterministically.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import MySQLdb
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.db.utils import OperationalError
+
+from messages.models import Message, MessageTrace, Status, TraceEvent
+from messages.services import messages_pull
+from messages.services.delivery import queue_claims
+from tests.messages.test_concurrency import BROKER, produce
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FOLLOWERS = 20
+
+
+def _raw_connection() -> Any:
+    db = settings.DATABASES["default"]
+    return MySQLdb.connect(host=db["HOST"] or "127.0.0.1", port=int(db["PORT"] or 3306), user=db["USER"],
+                           password=db["PASSWORD"], database=connection.settings_dict["NAME"])
+
+
+def _queued(topic: str) -> int:
+    with queue_claims._lock:
+        return len(queue_claims._queued.get((topic, "default"), []))
+
+
+def _wait_for(condition: Any, what: str, seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+class Pulls:
+    """Pulls in threads (each with its own database connection), recording what each got."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.got: dict[str, list[int]] = {}
+        self.errors: dict[str, BaseException] = {}
+        self.threads: list[threading.Thread] = []
+
+    def start(self, consumer: str) -> None:
+        def run() -> None:
+            try:
+                messages = messages_pull(principal=BROKER, topic=self.topic, group="default", consumer=consumer,
+                                         max_messages=1, wait_seconds=0)
+                self.got[consumer] = [m.id for m in messages]
+            except BaseException as exc:  # noqa: BLE001 - asserted by the test
+                self.errors[consumer] = exc
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        self.threads.append(thread)
+
+    def join(self) -> None:
+        for thread in self.threads:
+            thread.join(timeout=60)
+        assert not any(t.is_alive() for t in self.threads), "a pull hung"
+
+
+def _hold_leader(topic: str, pulls: Pulls, lock_conn: Any) -> None:
+    """Start the leader with the trace table locked, so it waits inside its claim, and queue
+    the followers behind it."""
+    lock_conn.cursor().execute(f"LOCK TABLES {MessageTrace._meta.db_table} WRITE")
+    pulls.start("leader")
+    _wait_for(lambda: queue_claims._leading and (topic, "default") in queue_claims._leading, "the leader")
+    time.sleep(0.2)  # the leader is now inside its claim, waiting on the lock
+    for i in range(FOLLOWERS):
+        pulls.start(f"follower-{i}")
+    _wait_for(lambda: _queued(topic) == FOLLOWERS, "the followers to queue")
+
+
+def test_pulls_queued_behind_a_claim_are_served_by_one_transaction_each_under_its_own_lease() -> None:
+    ids = produce("combined", FOLLOWERS + 5)
+    pulls = Pulls("combined")
+    lock_conn = _raw_connection()
+    try:
+        _hold_leader("combined", pulls, lock_conn)
+        lock_conn.cursor().execute("UNLOCK TABLES")
+        pulls.join()
+    finally:
+        lock_conn.close()
+
+    assert not pulls.errors, pulls.errors
+    assert all(len(got) == 1 for got in pulls.got.values()), pulls.got
+    delivered = [got[0] for got in pulls.got.values()]
+    assert len(set(delivered)) == FOLLOWERS + 1, "a message went to two pulls"
+    assert set(delivered) <= set(ids)
+    # Each message is leased to the pull that received it, with a PULLED trace in its name.
+    owners = dict(Message.objects.filter(id__in=delivered).values_list("id", "lease_owner"))
+    assert all(owners[got[0]] == consumer for consumer, got in pulls.got.items())
+    assert set(Message.objects.filter(id__in=delivered).values_list("status", flat=True)) == {Status.RUNNING}
+    traces = list(MessageTrace.objects.filter(message_id__in=delivered, event=TraceEvent.PULLED)
+                  .values_list("message_id", "actor", "at"))
+    assert {(m, actor) for m, actor, _ in traces} == {(got[0], c) for c, got in pulls.got.items()}
+    # The twenty followers were claimed together: one transaction, one claim time.
+    follower_times = {at for m, actor, at in traces if actor.startswith("follower-")}
+    assert len(follower_times) == 1, follower_times
+    assert Message.objects.filter(topic="combined", status=Status.NEW).count() == 4
+
+
+def test_a_leader_that_fails_hands_the_queued_pulls_to_a_new_leader() -> None:
+    produce("failover", FOLLOWERS + 5)
+    pulls = Pulls("failover")
+    lock_conn = _raw_connection()
+    try:
+        _hold_leader("failover", pulls, lock_conn)
+        cursor = lock_conn.cursor()
+        cursor.execute("SELECT id FROM information_schema.processlist WHERE state LIKE 'Waiting for table%%'"
+                       " AND info LIKE %s", (f"%{MessageTrace._meta.db_table}%",))
+        (leader_id,) = cursor.fetchone()
+        cursor.execute(f"KILL {int(leader_id)}")  # the leader's connection dies inside its claim
+        lock_conn.cursor().execute("UNLOCK TABLES")
+        pulls.join()
+    finally:
+        lock_conn.close()
+
+    assert set(pulls.errors) == {"leader"}
+    assert isinstance(pulls.errors["leader"], OperationalError)
+    assert sorted(pulls.got) == sorted(f"follower-{i}" for i in range(FOLLOWERS))
+    delivered = [got[0] for got in pulls.got.values()]
+    assert len(set(delivered)) == FOLLOWERS
+    # The leader's claim rolled back with its connection: nothing of it stays RUNNING.
+    assert Message.objects.filter(topic="failover", status=Status.RUNNING).count() == FOLLOWERS
+    assert Message.objects.filter(topic="failover", status=Status.NEW).count() == 5
