@@ -119,16 +119,19 @@ def produce_item(item: Any, path: str) -> ProduceItem:
         data = data_text(item["data"])
     except (ValueError, TypeError, RecursionError) as exc:
         raise _fail(f"{path}.data", "must be a JSON value.") from exc
-    size = len(data.encode())
-    if size > settings.MQ_MAX_DATA_BYTES:
+    # A character is at most 4 bytes in UTF-8: only long data needs encoding to be measured.
+    if len(data) * 4 > settings.MQ_MAX_DATA_BYTES and len(data.encode()) > settings.MQ_MAX_DATA_BYTES:
         raise PayloadTooLarge(
-            f"{path}.data is {size} bytes serialized; the limit is {settings.MQ_MAX_DATA_BYTES}.",
+            f"{path}.data is {len(data.encode())} bytes serialized; the limit is {settings.MQ_MAX_DATA_BYTES}.",
             details={"field": f"{path}.data"},
         )
+    topic = name(item.get("topic"), f"{path}.topic")
+    if len(item) == 2:  # the common message: topic and data only, nothing more to check
+        return ProduceItem(topic, data)
     broadcast = item.get("broadcast", False)
     if not isinstance(broadcast, bool):
         raise _fail(f"{path}.broadcast", "must be true or false.")
-    group = _optional(item, "group", path, lambda v, f: name(v, f))
+    group = _optional(item, "group", path, name)
     if broadcast and group is not None:
         raise _fail(f"{path}.group", "must be absent when broadcast is true.")
     delay = _optional(item, "delay_seconds", path, lambda v, f: number(v, f, 0, MAX_DELAY_SECONDS))
@@ -136,7 +139,7 @@ def produce_item(item: Any, path: str) -> ProduceItem:
     if delay is not None and effect_time is not None:
         raise _fail(f"{path}.effect_time", "give effect_time or delay_seconds, not both.")
     return ProduceItem(
-        topic=name(item.get("topic"), f"{path}.topic"),
+        topic=topic,
         data=data,
         group=group,
         key=_optional(item, "key", path, lambda v, f: text(v, f, MAX_KEY_LENGTH)),

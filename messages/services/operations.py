@@ -260,9 +260,13 @@ def bulk_job_get(*, principal: Principal, job_id: int) -> BulkJob:
     return job
 
 
+# One encoder for all: json.dumps with any option builds a new encoder per call.
+_DATA_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def data_text(value: Any) -> str:
     """Serialize a message's data the one way the broker stores it."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return _DATA_ENCODER.encode(value)
 
 
 def effect_time_parse(value: Any) -> datetime:
