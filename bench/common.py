@@ -185,8 +185,8 @@ class BenchBroker(BrokerServer):
     """A BrokerServer whose processes can be served by any of SERVINGS."""
 
     def __init__(self, name: str = "bench", *, serving: str = DEFAULT_SERVING, **extra_env: str) -> None:
-        super().__init__(name, extra_env={"REDIS_URL": REDIS_URL, "MQ_LOG_LEVEL": "WARNING",
-                                          "MQ_TOKEN_RATE": "100000000/min", **extra_env})
+        super().__init__(name, per_run=False, extra_env={"REDIS_URL": REDIS_URL, "MQ_LOG_LEVEL": "WARNING",
+                                                         "MQ_TOKEN_RATE": "100000000/min", **extra_env})
         self.serving = SERVINGS[serving]
         self.url = ""
 

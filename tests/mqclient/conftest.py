@@ -32,7 +32,7 @@ def queue_broker(fake_queue: FakeQueue) -> Iterator[FakeBroker]:
 
 @pytest.fixture(scope="session")
 def e2e_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """A dedicated database (``mq_e2e_sdk``), migrated, with an admin token; dropped after."""
+    """A dedicated database (``mq_e2e_sdk_<pid>``), migrated, with an admin token; dropped after."""
     if not (ROOT / "manage.py").exists():
         pytest.skip("the broker server (manage.py) is not in this tree")
     try:

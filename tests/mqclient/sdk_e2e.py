@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 PYTHON = sys.executable
 MYSQL_URL = os.environ.get("MQ_E2E_MYSQL_URL", "mysql://root@127.0.0.1:3306")
-DB_NAME = os.environ.get("MQ_E2E_SDK_DB", "mq_e2e_sdk")
+DB_NAME = os.environ.get("MQ_E2E_SDK_DB", f"mq_e2e_sdk_{os.getpid()}")  # per run: concurrent runs
 REDIS_URL = os.environ.get("MQ_E2E_REDIS_URL", "redis://127.0.0.1:6379/9")
 
 # Short server timings so lease expiry and registry changes happen within a test's budget.

@@ -2,7 +2,8 @@
 
 `BrokerServer` creates its own MariaDB database, migrates it, and runs
 `manage.py runbroker` as a subprocess on a free port; tests talk to it over HTTP exactly as
-clients do. Databases are named per purpose (`mq_e2e_<name>`) so suites do not collide.
+clients do. Databases are named per purpose and run (`mq_e2e_<name>_<pid>`) so suites and
+concurrent runs do not collide.
 """
 
 from __future__ import annotations
@@ -79,9 +80,11 @@ class BrokerServer:
 
     def __init__(
         self, name: str, *, database_url: str | None = None, extra_env: dict[str, str] | None = None,
-        mysql_port: int = 3306,
+        mysql_port: int = 3306, per_run: bool = True,
     ) -> None:
-        self.database = f"mq_e2e_{name}"
+        # Per run (the test process's pid), so two runs at once on one machine do not drop
+        # each other's databases; the bench keeps fixed names (its big tables are reused).
+        self.database = f"mq_e2e_{name}_{os.getpid()}" if per_run else f"mq_e2e_{name}"
         self.mysql_port = mysql_port
         self.database_url = database_url or (
             f"{MYSQL_URL}/{self.database}" if mysql_port == 3306 else f"mysql://root@127.0.0.1:{mysql_port}/{self.database}"
