@@ -80,8 +80,8 @@ def messages_pull(
                 if messages:
                     metrics.delivered.labels(topic, group).inc(len(messages))
                 if len(messages) >= max_messages:
-                    # A full pull means there may be more: wake two more waiters, so a big
-                    # batch fans out to a thousand waiters in ~10 rounds, not 1,000 in a row.
+                    # A full pull means there may be more: wake two more waiters (queue claims
+                    # also fan out per combined round, COMBINED_FANOUT).
                     hub.notify_local([(topic, group)], limit=2)
                 return messages
             timeout = min(remaining, hub.fallback_seconds())
