@@ -171,7 +171,7 @@ class QueueClaims:
         while True:
             if ask.lead:
                 ask.lead = False
-                self._lead(pair, ask)
+                self._lead(pair)
             ask.done.wait()
             if ask.lead:  # handed the lead, not an answer
                 ask.done.clear()
@@ -180,22 +180,22 @@ class QueueClaims:
                 raise ask.error
             return ask.messages, ask.next_due
 
-    def _lead(self, pair: tuple[str, str], mine: _Ask) -> None:
-        """Claim rounds until this pull has its answer, then hand the lead to the oldest
-        queued pull: a leader's own answer never waits behind other pulls' rounds."""
+    def _lead(self, pair: tuple[str, str]) -> None:
+        """One combined round, then the lead passes to the oldest queued pull. The leader is
+        always first in the queue (a new leader finds it empty; a handed lead goes to its
+        head), so its own answer comes from this round and never waits behind others'."""
         try:
-            while not mine.done.is_set():
-                batch = self._take(pair)
-                try:
-                    with CLAIM_SLOTS:
-                        filled = _claim_queue(*pair, batch)
-                except BaseException as exc:  # every pull of the round gets the error; none hangs
-                    for ask in batch:
-                        ask.error = exc
-                        ask.done.set()
-                    raise
-                if filled:
-                    wakeup_hub().notify_local([pair], limit=COMBINED_FANOUT * len(batch))
+            batch = self._take(pair)
+            try:
+                with CLAIM_SLOTS:
+                    filled = _claim_queue(*pair, batch)
+            except BaseException as exc:  # every pull of the round gets the error; none hangs
+                for ask in batch:
+                    ask.error = exc
+                    ask.done.set()
+                raise
+            if filled:
+                wakeup_hub().notify_local([pair], limit=COMBINED_FANOUT * len(batch))
         finally:
             with self._lock:
                 queued = self._queued.get(pair)

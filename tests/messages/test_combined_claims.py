@@ -75,16 +75,25 @@ class Pulls:
         assert not any(t.is_alive() for t in self.threads), "a pull hung"
 
 
-def _hold_leader(topic: str, pulls: Pulls, lock_conn: Any) -> None:
-    """Start the leader with the trace table locked, so it waits inside its claim, and queue
-    the followers behind it."""
+def _blocked_on_trace_table(lock_conn: Any) -> int | None:
+    """The connection id of the claim waiting for the locked trace table, if one waits."""
+    cursor = lock_conn.cursor()
+    cursor.execute("SELECT id FROM information_schema.processlist WHERE state LIKE 'Waiting for table%%'"
+                   " AND info LIKE %s", (f"%{MessageTrace._meta.db_table}%",))
+    row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def _hold_leader(pulls: Pulls, lock_conn: Any) -> int:
+    """Start the leader with the trace table locked, wait until it is held inside its claim,
+    and queue the followers behind it. Returns the leader's connection id."""
     lock_conn.cursor().execute(f"LOCK TABLES {MessageTrace._meta.db_table} WRITE")
     pulls.start("leader")
-    _wait_for(lambda: queue_claims._leading and (topic, "default") in queue_claims._leading, "the leader")
-    time.sleep(0.2)  # the leader is now inside its claim, waiting on the lock
+    _wait_for(lambda: _blocked_on_trace_table(lock_conn) is not None, "the leader to wait on the lock")
     for i in range(FOLLOWERS):
         pulls.start(f"follower-{i}")
-    _wait_for(lambda: _queued(topic) == FOLLOWERS, "the followers to queue")
+    _wait_for(lambda: _queued(pulls.topic) == FOLLOWERS, "the followers to queue")
+    return _blocked_on_trace_table(lock_conn)  # type: ignore[return-value]
 
 
 def test_pulls_queued_behind_a_claim_are_served_by_one_transaction_each_under_its_own_lease() -> None:
@@ -92,7 +101,7 @@ def test_pulls_queued_behind_a_claim_are_served_by_one_transaction_each_under_it
     pulls = Pulls("combined")
     lock_conn = _raw_connection()
     try:
-        _hold_leader("combined", pulls, lock_conn)
+        _hold_leader(pulls, lock_conn)
         lock_conn.cursor().execute("UNLOCK TABLES")
         pulls.join()
     finally:
@@ -121,12 +130,8 @@ def test_a_leader_that_fails_hands_the_queued_pulls_to_a_new_leader() -> None:
     pulls = Pulls("failover")
     lock_conn = _raw_connection()
     try:
-        _hold_leader("failover", pulls, lock_conn)
-        cursor = lock_conn.cursor()
-        cursor.execute("SELECT id FROM information_schema.processlist WHERE state LIKE 'Waiting for table%%'"
-                       " AND info LIKE %s", (f"%{MessageTrace._meta.db_table}%",))
-        (leader_id,) = cursor.fetchone()
-        cursor.execute(f"KILL {int(leader_id)}")  # the leader's connection dies inside its claim
+        leader_id = _hold_leader(pulls, lock_conn)
+        lock_conn.cursor().execute(f"KILL {int(leader_id)}")  # the leader's connection dies inside its claim
         lock_conn.cursor().execute("UNLOCK TABLES")
         pulls.join()
     finally:
