@@ -9,12 +9,13 @@ from the ORM (PostgreSQL plans it well; SQLite takes no row locks and serializes
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from datetime import datetime
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connection
 from django.db.models import DateTimeField, Field, JSONField, Max, Min, Model
+from django.db.models.base import ModelState
 
 from messages.models import Message, Status
 
@@ -25,6 +26,65 @@ def is_mysql() -> bool:
     return connection.vendor == "mysql"
 
 
+# --- reading message rows without the ORM's per-query and per-row machinery ---------------
+# A RawQuerySet costs ~0.5 ms to set up even when it finds nothing, and Model.__init__ with
+# Django's converters ~15 us a row; the claim path reads up to a thousand rows a call.
+
+_FIELDS = {f.attname: f for f in Message._meta.concrete_fields}
+
+
+def _messages(query: str, params: Sequence[Any], attnames: Sequence[str] | None = None) -> list[Message]:
+    """Run a MySQL SELECT of `attnames`' columns (every column by default) and build the
+    Message instances directly; columns not read are deferred, as with `.only()`.
+
+    MySQL hands back naive UTC datetimes (USE_TZ, UTC connections) and JSON as text: the
+    same conversions Django's converters make. The instances skip `Model.__init__` (and its
+    pre/post_init signals, which nothing here listens to); they behave as fetched rows
+    (`_state.adding` False), so `save()` updates.
+    """
+    names = list(attnames or _FIELDS)
+    datetimes = [i for i, name in enumerate(names) if isinstance(_FIELDS[name], DateTimeField)]
+    jsons = [i for i, name in enumerate(names) if isinstance(_FIELDS[name], JSONField)]
+    with connection.cursor() as cursor:
+        cursor.execute(query, params)
+        rows = cursor.fetchall()
+    out = []
+    new, db = Message.__new__, connection.alias
+    for row in rows:
+        values = list(row)
+        for i in datetimes:
+            if values[i] is not None:
+                values[i] = values[i].replace(tzinfo=UTC)
+        for i in jsons:
+            if values[i] is not None:
+                values[i] = json.loads(values[i])
+        message = new(Message)
+        message.__dict__.update(zip(names, values, strict=True))
+        state = message._state = ModelState()
+        state.adding, state.db = False, db
+        out.append(message)
+    return out
+
+
+def _id_list(ids: Iterable[int]) -> str:
+    """Ids written inline: integers only (binding a hundred ids costs a Python call each)."""
+    return ",".join(str(int(i)) for i in ids)
+
+
+def locked_by_id(ids: Iterable[int], attnames: Sequence[str]) -> list[Message]:
+    """These messages (the `attnames` columns only), row-locked for the caller's transaction."""
+    ids = list(ids)
+    if not ids:
+        return []
+    if is_mysql():
+        columns = ", ".join(f"`{_FIELDS[name].column}`" for name in attnames)
+        return _messages(
+            f"SELECT {columns} FROM mq_message WHERE id IN ({_id_list(ids)}) FOR UPDATE",  # noqa: S608 - names from the model
+            [], attnames,
+        )
+    return list(Message.objects.select_for_update().filter(id__in=ids).only(*attnames))
+
+
 def claimable_rows(topic: str, group: str, now: datetime, limit: int, *, lock: bool) -> list[Message]:
     """Deliverable NEW rows of a group in (effect_time, id) order, along `ix_msg_claim`.
 
@@ -32,13 +92,11 @@ def claimable_rows(topic: str, group: str, now: datetime, limit: int, *, lock: b
     """
     if is_mysql():
         suffix = " FOR UPDATE SKIP LOCKED" if lock else ""
-        return list(
-            Message.objects.raw(
-                f"SELECT {MESSAGE_COLUMNS} FROM mq_message FORCE INDEX (ix_msg_claim) "  # noqa: S608 - columns from the model
-                "WHERE topic = %s AND group_name = %s AND status = %s AND effect_time <= %s "
-                f"ORDER BY effect_time, id LIMIT %s{suffix}",
-                [topic, group, Status.NEW, now, limit],
-            )
+        return _messages(
+            f"SELECT {MESSAGE_COLUMNS} FROM mq_message FORCE INDEX (ix_msg_claim) "  # noqa: S608 - columns from the model
+            "WHERE topic = %s AND group_name = %s AND status = %s AND effect_time <= %s "
+            f"ORDER BY effect_time, id LIMIT %s{suffix}",
+            [topic, group, Status.NEW, connection.ops.adapt_datetimefield_value(now), limit],
         )
     rows = Message.objects.filter(topic=topic, group_name=group, status=Status.NEW, effect_time__lte=now)
     if lock:
@@ -49,15 +107,15 @@ def claimable_rows(topic: str, group: str, now: datetime, limit: int, *, lock: b
 def next_due(topic: str, group: str, now: datetime) -> datetime | None:
     """When the group's next delayed message comes due (one probe of `ix_msg_claim`)."""
     if is_mysql():
-        rows = list(
-            Message.objects.raw(
-                "SELECT id, effect_time FROM mq_message FORCE INDEX (ix_msg_claim) "
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT effect_time FROM mq_message FORCE INDEX (ix_msg_claim) "
                 "WHERE topic = %s AND group_name = %s AND status = %s AND effect_time > %s "
                 "ORDER BY effect_time LIMIT 1",
-                [topic, group, Status.NEW, now],
+                [topic, group, Status.NEW, connection.ops.adapt_datetimefield_value(now)],
             )
-        )
-        return rows[0].effect_time if rows else None
+            row = cursor.fetchone()
+        return row[0].replace(tzinfo=UTC) if row else None
     return (
         Message.objects.filter(topic=topic, group_name=group, status=Status.NEW, effect_time__gt=now)
         .order_by("effect_time")
@@ -70,15 +128,50 @@ def group_head(topic: str, group: str, status: str) -> Message | None:
     """The lowest-id message of a group in a status, along `ix_msg_order`: the primary key
     would read the group's whole finished history first."""
     if is_mysql():
-        rows = list(
-            Message.objects.raw(
-                f"SELECT {MESSAGE_COLUMNS} FROM mq_message FORCE INDEX (ix_msg_order) "  # noqa: S608 - columns from the model
-                "WHERE topic = %s AND group_name = %s AND status = %s ORDER BY id LIMIT 1",
-                [topic, group, status],
-            )
+        rows = _messages(
+            f"SELECT {MESSAGE_COLUMNS} FROM mq_message FORCE INDEX (ix_msg_order) "  # noqa: S608 - columns from the model
+            "WHERE topic = %s AND group_name = %s AND status = %s ORDER BY id LIMIT 1",
+            [topic, group, status],
         )
         return rows[0] if rows else None
     return Message.objects.filter(topic=topic, group_name=group, status=status).order_by("id").first()
+
+
+def lease(ids_of: dict[str, list[int]], expires: datetime, now: datetime) -> int:
+    """NEW rows to RUNNING, each under its owner's lease: one UPDATE for every owner (a CASE
+    picks the owner by id), conditional on status = NEW. Returns how many rows changed.
+
+    Plain SQL: the ORM spends ~1.5 ms compiling a 100-id IN list and its CASE per claim.
+    """
+    adapt = connection.ops.adapt_datetimefield_value
+    owners = [(owner, _id_list(ids)) for owner, ids in ids_of.items() if ids]
+    if not owners:
+        return 0
+    if len(owners) == 1:
+        owner_sql, params = "%s", [owners[0][0]]
+    else:
+        owner_sql = "CASE " + " ".join(f"WHEN id IN ({ids}) THEN %s" for _, ids in owners) + " END"
+        params = [owner for owner, _ in owners]
+    every_id = ",".join(ids for _, ids in owners)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE mq_message SET status = %s, lease_owner = {owner_sql}, lease_expires_at = %s, "  # noqa: S608 - integers and placeholders only
+            f"attempt = attempt + 1, update_time = %s WHERE id IN ({every_id}) AND status = %s",
+            [Status.RUNNING, *params, adapt(expires), adapt(now), Status.NEW],
+        )
+        return cursor.rowcount
+
+
+def finish(ids: Iterable[int], status: str, now: datetime) -> None:
+    """Finished messages: `status`, lease cleared (plain SQL, as `lease`)."""
+    ids = list(ids)
+    if not ids:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE mq_message SET status = %s, lease_expires_at = NULL, update_time = %s WHERE id IN ({_id_list(ids)})",  # noqa: S608 - integers and placeholders only
+            [status, connection.ops.adapt_datetimefield_value(now)],
+        )
 
 
 INSERT_CHUNK = 500

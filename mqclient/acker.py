@@ -56,7 +56,10 @@ class Acker:
     def submit(self, result: Result) -> None:
         with self._cond:
             self._queue.append(result)
-            self._cond.notify_all()
+            # The sender waits for the first result, then lingers for a full batch: wake it
+            # for those two, not for every result in between.
+            if len(self._queue) == 1 or len(self._queue) >= self.max_batch:
+                self._cond.notify_all()
 
     def flush(self, timeout: float) -> bool:
         """Wait until every submitted result was sent (or given up on); False on timeout."""

@@ -319,6 +319,9 @@ class Runner:
         self, delivery: Delivery, *, status: str, outcome: str, duration: float, **more: Any
     ) -> None:
         """One structured line per delivery: what ops greps for when a message goes missing."""
+        level = logging.INFO if status in {"SUCCESS", "RELEASED"} else logging.WARNING
+        if not delivery_logger.isEnabledFor(level):
+            return  # the fields below cost more than the handler of a small message
         message = delivery.message
         fields: dict[str, Any] = {
             "event": "delivery",
@@ -338,7 +341,6 @@ class Runner:
                 fields["retry"] = False
         if more.get("error"):
             fields["error"] = more["error"]
-        level = logging.INFO if status in {"SUCCESS", "RELEASED"} else logging.WARNING
         delivery_logger.log(
             level,
             "message %s %s/%s attempt %s: %s -> %s in %.0f ms",

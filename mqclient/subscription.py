@@ -81,6 +81,7 @@ class Subscription:
         self.group = group
         self.concurrency = concurrency
         self.prefetch = spec.prefetch
+        self._refill_at = max(1, (concurrency + spec.prefetch) // 2)
         self.pool = WorkerPool(f"mq-{self.topic}-{self.group}", 2 * concurrency)
         self._cond = threading.Condition()
         self._slots_used = 0
@@ -101,9 +102,16 @@ class Subscription:
         """How many messages a pull may ask for now (call with the lock held)."""
         return max(0, self.concurrency - self._slots_used + self.prefetch - len(self._ready))
 
+    def _should_pull(self) -> bool:
+        """Pull once half the buffer (slots + prefetch) is free, or at once when nothing is
+        ready to start: a pull per freed slot would cost a request per handful of messages,
+        while the half still buffered keeps the handlers busy during the pull (lock held)."""
+        capacity = self.capacity()
+        return capacity >= self._refill_at or (capacity > 0 and not self._ready)
+
     def _wait_for_capacity(self) -> int:
         with self._cond:
-            while not self.runner.stopping and self.capacity() <= 0:
+            while not self.runner.stopping and not self._should_pull():
                 self._cond.wait(1.0)
             return 0 if self.runner.stopping else self.capacity()
 
@@ -161,31 +169,49 @@ class Subscription:
 
     def _fill(self) -> None:
         """Start ready messages while slots are free (lock held)."""
-        while self._ready and self._slots_used < self.concurrency and not self.runner.stopping:
-            delivery = self._ready.popleft()
-            delivery.state = State.RUNNING
-            delivery.started_at = time.monotonic()
-            delivery.holds_slot = True
-            self._slots_used += 1
-            self._running.add(delivery)
-            self.peak_running = max(self.peak_running, len(self._running))
+        while (delivery := self._start_next()) is not None:
             self.pool.submit(functools.partial(self._execute, delivery))
 
-    def _execute(self, delivery: Delivery) -> None:
+    def _start_next(self) -> Delivery | None:
+        """Take a slot for the next ready message, if there is one and a slot is free (lock
+        held); the caller runs it."""
+        if not self._ready or self._slots_used >= self.concurrency or self.runner.stopping:
+            return None
+        delivery = self._ready.popleft()
+        delivery.state = State.RUNNING
+        delivery.started_at = time.monotonic()
+        delivery.holds_slot = True
+        self._slots_used += 1
+        self._running.add(delivery)
+        self.peak_running = max(self.peak_running, len(self._running))
+        return delivery
+
+    def _execute(self, delivery: Delivery | None) -> None:
+        """Run `delivery`, then, on the same thread, whatever is ready next for the slot it
+        frees: a busy subscription hands no message from thread to thread."""
+        while delivery is not None:
+            delivery = self._execute_one(delivery)
+
+    def _execute_one(self, delivery: Delivery) -> Delivery | None:
         status, log, retry = invoke(self.spec, delivery.message)
         duration = delivery.duration
+        following = None
         with self._cond:
             was = delivery.state
             if delivery.holds_slot:
                 self._slots_used -= 1
                 delivery.holds_slot = False
+                following = self._start_next()
             elif was is State.TIMED_OUT:
                 self._zombies -= 1
             if was is State.RUNNING:
                 delivery.state = State.FINISHED
             self._running.discard(delivery)
             self._fill()
-            self._cond.notify_all()
+            # Wake the puller only when it may pull, and shutdown when the last handler ends:
+            # not once per message.
+            if not self._running or self._should_pull():
+                self._cond.notify_all()
         if was is State.RUNNING:
             self.runner.submit_result(Result(delivery, status, log, retry=retry, duration=duration))
         else:
@@ -202,6 +228,7 @@ class Subscription:
                     "discarded": True,
                 },
             )
+        return following
 
     def time_out(self, delivery: Delivery) -> None:
         """Fail a handler that ran past its timeout; free its slot if zombies allow."""

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from messages import sql
 from messages.models import Message, MessageTrace, Status, TraceEvent
 from messages.services.retry import retry_delay_seconds
 from messages.services.trace import trace_row, trace_write
@@ -56,12 +57,8 @@ def messages_ack(*, principal: Principal, consumer: str, results: list[AckResult
     now = timezone.now()
     woken: set[tuple[str, str]] = set()
     with transaction.atomic():
-        messages = {
-            m.id: m
-            for m in Message.objects.select_for_update()
-            .filter(id__in={r.id for r in results})
-            .only(*ACK_FIELDS)  # not `data`: it may be 256 KiB a message
-        }
+        # Not `data`: it may be 256 KiB a message.
+        messages = {m.id: m for m in sql.locked_by_id({r.id for r in results}, ACK_FIELDS)}
         topics = topic_cache.get_many({m.topic for m in messages.values()})
         _require_consume(principal, messages.values(), results, topics)
         outcomes: list[dict[str, Any]] = []
@@ -86,9 +83,7 @@ def messages_ack(*, principal: Principal, consumer: str, results: list[AckResult
                 if message.status == Status.NEW:
                     woken.add((message.topic, message.group_name))
         if succeeded:
-            Message.objects.filter(id__in=[m.id for m in succeeded]).update(
-                status=Status.SUCCESS, lease_expires_at=None, update_time=now
-            )
+            sql.finish((m.id for m in succeeded), Status.SUCCESS, now)
             # last_log is per message; success logs are usually empty, so write only those set.
             for message in succeeded:
                 if message.last_log:

@@ -14,11 +14,10 @@ import threading
 import time
 from collections import defaultdict
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Case, CharField, F, Min, Value, When
+from django.db.models import F, Min
 from django.utils import timezone
 
 from messages import sql
@@ -317,20 +316,10 @@ def _lease_shares(consumers: list[str], shares: list[list[Message]], now: dateti
     for timeout, rows in by_timeout.items():
         expires = now + timedelta(seconds=timeout + settings.MQ_LEASE_GRACE_SECONDS)
         ids = [row.id for row in rows]
-        owners = {owner[i] for i in ids}
-        if len(owners) == 1:
-            lease_owner: Any = Value(next(iter(owners)))
-        else:
-            ids_of: dict[str, list[int]] = defaultdict(list)
-            for i in ids:
-                ids_of[owner[i]].append(i)
-            lease_owner = Case(*(When(id__in=mine, then=Value(c)) for c, mine in ids_of.items()),
-                               output_field=CharField())
-        updated = Message.objects.filter(id__in=ids, status=Status.NEW).update(
-            status=Status.RUNNING, lease_owner=lease_owner, lease_expires_at=expires,
-            attempt=F("attempt") + 1, update_time=now,
-        )
-        if updated != len(ids):  # another writer got some of them first
+        ids_of: dict[str, list[int]] = defaultdict(list)
+        for i in ids:
+            ids_of[owner[i]].append(i)
+        if sql.lease(ids_of, expires, now) != len(ids):  # another writer got some of them first
             held = dict(
                 Message.objects.filter(id__in=ids, status=Status.RUNNING, lease_expires_at=expires)
                 .values_list("id", "lease_owner")
