@@ -50,7 +50,7 @@ def trace_values(message_id: int, event: str, actor: str, at: datetime, attempt:
 
 def scratch_database(name: str = "bench_limit") -> str:
     """A migrated, empty copy of the schema; returns its name."""
-    server = BrokerServer(name)
+    server = BrokerServer(name, per_run=False)  # fixed name: `figures.database_limit` drops it
     server.setup()
     return server.database
 

@@ -3,6 +3,8 @@
 Acking one message per call caps a consumer at roughly the broker's request rate; batching
 caps it at the database's. The acker waits at most ``linger`` seconds after the first result
 for others to join (or until ``max_batch`` are ready), so latency stays in the milliseconds.
+20 ms rather than 5: a busy consumer's acks then carry ~60 results instead of ~40, and each
+ack request saved is ~4 ms of broker CPU; a crash can repeat at most 20 ms more of work.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ class Acker:
         on_outcome: OutcomeCallback,
         *,
         max_batch: int = 200,
-        linger: float = 0.005,
+        linger: float = 0.02,
         deadline: float = 60.0,
     ) -> None:
         self.transport = transport

@@ -132,3 +132,35 @@ def test_stop_releases_prefetched_messages_and_lets_running_ones_finish(
     assert statuses(fake_queue).count("SUCCESS") == 1
     assert sorted(m.get("released", 0) for m in fake_queue.messages.values()) == [0, 1, 1, 1]
     assert queue_broker.paths()[-1].startswith("/api/v1/registry/consumers/")
+
+
+def test_a_busy_subscription_pulls_again_once_three_quarters_of_its_buffer_are_free(
+    fake_queue: FakeQueue, queue_broker: FakeBroker
+) -> None:
+    # concurrency 1 + prefetch 15 = a buffer of 16: the next pull waits for 12 free places
+    # (not one pull per finished handler), and goes out while 3 are still ready to run.
+    gate = threading.Semaphore(0)
+
+    def handler(message: Message) -> None:
+        gate.acquire()
+
+    for i in range(40):
+        fake_queue.add("t", i)
+    with running(queue_broker, ConsumerSpec("t", handler, concurrency=1, prefetch=15)):
+        wait_for(lambda: statuses(fake_queue).count("RUNNING") == 16)
+        for finished in range(1, 12):  # 11 finished: 11 of 16 free, no pull yet
+            gate.release()
+            wait_for(lambda n=finished: statuses(fake_queue).count("SUCCESS") == n)
+        time.sleep(0.3)
+        assert _pulls_asking(queue_broker) == [16]
+        gate.release()  # the twelfth: one pull for twelve
+        wait_for(lambda: len(_pulls_asking(queue_broker)) == 2)
+        assert _pulls_asking(queue_broker)[1] == 12
+        wait_for(lambda: statuses(fake_queue).count("SUCCESS") == 12)
+        for _ in range(40):
+            gate.release()
+        wait_for(lambda: statuses(fake_queue).count("SUCCESS") == 40)
+
+
+def _pulls_asking(broker: FakeBroker) -> list[int]:
+    return [r.body["max_messages"] for r in broker.requests if r.path == "/api/v1/pull" and r.body]
