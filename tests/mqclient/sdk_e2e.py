@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,17 +18,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import httpx
 
 from mqclient import Producer
+from tests.support.server import ROOT, BrokerServer, free_port, wait_for_healthz
 
-ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 PYTHON = sys.executable
-MYSQL_URL = os.environ.get("MQ_E2E_MYSQL_URL", "mysql://root@127.0.0.1:3306")
-DB_NAME = os.environ.get("MQ_E2E_SDK_DB", f"mq_e2e_sdk_{os.getpid()}")  # per run: concurrent runs
 REDIS_URL = os.environ.get("MQ_E2E_REDIS_URL", "redis://127.0.0.1:6379/9")
 
 # Short server timings so lease expiry and registry changes happen within a test's budget.
@@ -37,13 +33,9 @@ SERVER_ENV = {
     "MQ_LEASE_GRACE_SECONDS": "2",
     "MQ_HEARTBEAT_SECONDS": "3",
     "DJANGO_DEBUG": "0",
+    "REDIS_URL": REDIS_URL,
+    "PYTHONUNBUFFERED": "1",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_until(condition: Callable[[], Any], timeout: float, what: str, step: float = 0.1) -> Any:
@@ -56,22 +48,6 @@ def wait_until(condition: Callable[[], Any], timeout: float, what: str, step: fl
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(step)
-
-
-def mysql_admin(statement: str) -> None:
-    import MySQLdb  # mysqlclient, which the server needs anyway
-
-    url = urlparse(MYSQL_URL)
-    conn = MySQLdb.connect(
-        host=url.hostname or "127.0.0.1",
-        port=url.port or 3306,
-        user=url.username or "root",
-        passwd=url.password or "",
-    )
-    try:
-        conn.cursor().execute(statement)
-    finally:
-        conn.close()
 
 
 @dataclass
@@ -116,74 +92,29 @@ def spawn(name: str, args: list[str], env: dict[str, str], workdir: Path) -> Pro
 
 @dataclass
 class Cluster:
-    """The dedicated database plus the broker and consumer processes a test starts."""
+    """The dedicated database (a `BrokerServer`'s, `mq_e2e_sdk_<pid>`) plus the broker and
+    consumer processes a test starts, each with its output in a file of `workdir`."""
 
     workdir: Path
-    token: str = ""
+    server: BrokerServer = field(default_factory=lambda: BrokerServer("sdk", extra_env=SERVER_ENV))
     processes: list[Process] = field(default_factory=list)
 
     @property
-    def server_env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MQ_")}
-        env.update(SERVER_ENV)
-        env["DATABASE_URL"] = f"{MYSQL_URL}/{DB_NAME}"
-        env["REDIS_URL"] = REDIS_URL
-        env["PYTHONUNBUFFERED"] = "1"
-        return env
+    def token(self) -> str:
+        return self.server.token
 
     def prepare_database(self) -> None:
-        mysql_admin(f"DROP DATABASE IF EXISTS `{DB_NAME}`")
-        mysql_admin(f"CREATE DATABASE `{DB_NAME}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
-        manage = [PYTHON, str(ROOT / "manage.py")]
-        subprocess.run(
-            [*manage, "migrate", "-v0"],
-            cwd=ROOT,
-            env=self.server_env,
-            check=True,
-            capture_output=True,
-            timeout=300,
-        )
-        made = subprocess.run(
-            [*manage, "createtoken", "--scope", "admin"],
-            cwd=ROOT,
-            env=self.server_env,
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
-        self.token = made.stdout.decode().strip().splitlines()[-1]
+        self.server.setup()
 
     def drop_database(self) -> None:
-        mysql_admin(f"DROP DATABASE IF EXISTS `{DB_NAME}`")
+        self.server.teardown()
 
     def start_broker(self, port: int | None = None) -> Broker:
         port = port or free_port()
-        proc = spawn(
-            f"broker-{port}",
-            [
-                PYTHON,
-                str(ROOT / "manage.py"),
-                "runbroker",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-            ],
-            self.server_env,
-            self.workdir,
-        )
+        proc = spawn(f"broker-{port}", self.server.command(port), self.server.process_env(port), self.workdir)
         self.processes.append(proc)
         broker = Broker(f"http://127.0.0.1:{port}", proc)
-
-        def healthy() -> bool:
-            if not proc.alive():
-                raise AssertionError(f"broker exited:\n{proc.output()[-3000:]}")
-            try:
-                return httpx.get(f"{broker.url}/healthz", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_until(healthy, 60, f"broker {broker.url} to answer /healthz", step=0.2)
+        wait_for_healthz(broker.url, proc.popen, output=proc.output)
         return broker
 
     def start_consumer(

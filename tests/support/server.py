@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,23 @@ def start_celery_worker(env: dict[str, str], output: Any = subprocess.DEVNULL, l
          "--without-mingle", "-l", level],
         cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT,
     )
+
+
+def wait_for_healthz(url: str, proc: subprocess.Popen[bytes], timeout: float = 60,
+                     output: Callable[[], str] = lambda: "") -> None:
+    """Until the broker at `url` answers /healthz; fails at once if its process exits first
+    (with the tail of `output()`, its log)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"broker {url} exited with {proc.returncode}\n{output()[-3000:]}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"broker {url} did not answer /healthz within {timeout:g}s")
 
 
 def mysql_recreate(database: str, port: int = 3306) -> None:
@@ -135,17 +153,8 @@ class BrokerServer:
         )
         self.processes[port] = proc
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"broker on {port} exited with {proc.returncode}")
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    return url
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"broker on {port} did not start")
+        wait_for_healthz(url, proc)
+        return url
 
     def kill(self, url: str, sig: int = signal.SIGKILL) -> None:
         port = int(url.rsplit(":", 1)[1])
