@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from django.db import connection
@@ -37,10 +37,10 @@ def _messages(query: str, params: Sequence[Any], attnames: Sequence[str] | None 
     """Run a MySQL SELECT of `attnames`' columns (every column by default) and build the
     Message instances directly; columns not read are deferred, as with `.only()`.
 
-    MySQL hands back naive UTC datetimes (USE_TZ, UTC connections) and JSON as text: the
-    same conversions Django's converters make. The instances skip `Model.__init__` (and its
-    pre/post_init signals, which nothing here listens to); they behave as fetched rows
-    (`_state.adding` False), so `save()` updates.
+    MySQL hands back naive datetimes in the connection's time zone (UTC unless DATABASES
+    sets one) and JSON as text: the same conversions Django's converters make. The
+    instances skip `Model.__init__` (and its pre/post_init signals, which nothing here
+    listens to); they behave as fetched rows (`_state.adding` False), so `save()` updates.
     """
     names = list(attnames or _FIELDS)
     datetimes = [i for i, name in enumerate(names) if isinstance(_FIELDS[name], DateTimeField)]
@@ -49,12 +49,12 @@ def _messages(query: str, params: Sequence[Any], attnames: Sequence[str] | None 
         cursor.execute(query, params)
         rows = cursor.fetchall()
     out = []
-    new, db = Message.__new__, connection.alias
+    new, db, zone = Message.__new__, connection.alias, connection.timezone
     for row in rows:
         values = list(row)
         for i in datetimes:
             if values[i] is not None:
-                values[i] = values[i].replace(tzinfo=UTC)
+                values[i] = values[i].replace(tzinfo=zone)
         for i in jsons:
             if values[i] is not None:
                 values[i] = json.loads(values[i])
@@ -115,7 +115,7 @@ def next_due(topic: str, group: str, now: datetime) -> datetime | None:
                 [topic, group, Status.NEW, connection.ops.adapt_datetimefield_value(now)],
             )
             row = cursor.fetchone()
-        return row[0].replace(tzinfo=UTC) if row else None
+        return row[0].replace(tzinfo=connection.timezone) if row else None
     return (
         Message.objects.filter(topic=topic, group_name=group, status=Status.NEW, effect_time__gt=now)
         .order_by("effect_time")
