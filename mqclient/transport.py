@@ -113,6 +113,9 @@ class Transport:
             self._brokers = [known.get(url) or _BrokerState(url) for url in ordered]
             urls_now = [state.url for state in self._brokers]
             self._current = urls_now.index(current_url) if current_url in urls_now else 0
+        if set(urls_now) != set(known):
+            # Which brokers a client can fail over to is the first question when it cannot.
+            logger.info("brokers known: %s", ", ".join(urls_now), extra={"brokers": urls_now})
 
     def _pick(self) -> _BrokerState:
         """The sticky broker if it is not benched, else the next one that is not, else the
