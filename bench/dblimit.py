@@ -62,7 +62,7 @@ def _connect(database: str) -> Any:
     return conn
 
 
-def _now() -> datetime:
+def utc_now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
@@ -77,7 +77,7 @@ def _insert_worker(database: str, count: int, traces: bool, start_at: float, out
     done = 0
     while done < count:
         n = min(BATCH, count - done)
-        now = _now()
+        now = utc_now()
         rows = [message_row(json.dumps(payload(done + i)), "NEW", now, now) for i in range(n)]
         cur.executemany(INSERT_MESSAGE, rows)
         if traces:
@@ -91,46 +91,59 @@ def _insert_worker(database: str, count: int, traces: bool, start_at: float, out
     conn.close()
 
 
-def _claim_worker(database: str, traces: bool, start_at: float, out: Any) -> None:
-    conn = _connect(database)
+def claim(conn: Any, consumer: str, now: datetime, limit: int = BATCH, *, topic: str = TOPIC,
+          traces: bool = False) -> list[tuple[int, int]]:
+    """One claim transaction: lock up to `limit` deliverable rows, lease them (and trace
+    them). Returns the claimed (id, attempt) rows."""
     cur = conn.cursor()
-    consumer = f"dblimit-{multiprocessing.current_process().pid}"
-    while time.time() < start_at:
-        time.sleep(0.001)
-    began, processed = time.time(), 0
-    while True:
-        now = _now()
-        cur.execute(
-            "SELECT id, attempt FROM mq_message WHERE topic=%s AND group_name=%s AND status='NEW'"
-            " AND effect_time <= %s ORDER BY effect_time, id LIMIT %s FOR UPDATE SKIP LOCKED",
-            (TOPIC, GROUP, now, BATCH),
-        )
-        rows = cur.fetchall()
-        if not rows:
-            conn.commit()
-            break
+    cur.execute(
+        "SELECT id, attempt FROM mq_message WHERE topic=%s AND group_name=%s AND status='NEW'"
+        " AND effect_time <= %s ORDER BY effect_time, id LIMIT %s FOR UPDATE SKIP LOCKED",
+        (topic, GROUP, now, limit),
+    )
+    rows = list(cur.fetchall())
+    if rows:
         ids = [r[0] for r in rows]
-        marks = ",".join(["%s"] * len(ids))
         cur.execute(
             f"UPDATE mq_message SET status='RUNNING', lease_owner=%s, lease_expires_at=%s,"
-            f" attempt=attempt+1, update_time=%s WHERE id IN ({marks}) AND status='NEW'",
+            f" attempt=attempt+1, update_time=%s WHERE id IN ({_marks(ids)}) AND status='NEW'",
             (consumer, now + timedelta(seconds=65), now, *ids),
         )
         if traces:
             cur.executemany(INSERT_TRACE, [trace_values(i, "pulled", consumer, now, a + 1, "RUNNING") for i, a in rows])
-        conn.commit()
+    conn.commit()
+    return rows
+
+
+def ack(conn: Any, consumer: str, rows: list[tuple[int, int]], now: datetime, *, traces: bool = False) -> None:
+    """One ack transaction for claimed rows: lock them, mark them SUCCESS (and trace it)."""
+    cur = conn.cursor()
+    ids = [r[0] for r in rows]
+    cur.execute(f"SELECT id FROM mq_message WHERE id IN ({_marks(ids)}) FOR UPDATE", ids)
+    cur.fetchall()
+    cur.execute(
+        f"UPDATE mq_message SET status='SUCCESS', lease_expires_at=NULL, update_time=%s WHERE id IN ({_marks(ids)})",
+        (now, *ids),
+    )
+    if traces:
+        cur.executemany(INSERT_TRACE, [trace_values(i, "acked", consumer, now, a + 1, "SUCCESS") for i, a in rows])
+    conn.commit()
+
+
+def _marks(ids: list[int]) -> str:
+    return ",".join(["%s"] * len(ids))
+
+
+def _claim_worker(database: str, traces: bool, start_at: float, out: Any) -> None:
+    conn = _connect(database)
+    consumer = f"dblimit-{multiprocessing.current_process().pid}"
+    while time.time() < start_at:
+        time.sleep(0.001)
+    began, processed = time.time(), 0
+    while rows := claim(conn, consumer, utc_now(), traces=traces):
         # ack: a separate transaction, as a consumer acks after its handler ran
-        cur.execute(f"SELECT id FROM mq_message WHERE id IN ({marks}) FOR UPDATE", ids)
-        cur.fetchall()
-        cur.execute(
-            f"UPDATE mq_message SET status='SUCCESS', lease_expires_at=NULL, update_time=%s"
-            f" WHERE id IN ({marks})",
-            (_now(), *ids),
-        )
-        if traces:
-            cur.executemany(INSERT_TRACE, [trace_values(i, "acked", consumer, now, a + 1, "SUCCESS") for i, a in rows])
-        conn.commit()
-        processed += len(ids)
+        ack(conn, consumer, rows, utc_now(), traces=traces)
+        processed += len(rows)
     out.put((began, time.time(), processed))
     conn.close()
 

@@ -15,7 +15,6 @@ import os
 import statistics
 import sys
 import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,7 @@ def measure(batch: int, rounds: int) -> dict[str, float]:
     call_command("migrate", verbosity=0)
     from django.db import connection
 
-    from bench.dblimit import INSERT_TRACE, trace_values
+    from bench import dblimit
     from messages import validation
     from messages.services import acks, delivery
     from messages.services.produce import messages_produce
@@ -61,28 +60,14 @@ def measure(batch: int, rounds: int) -> dict[str, float]:
     def plain_round() -> tuple[float, float]:
         messages_produce(principal=principal, items=items)
         conn = connection.connection  # the same session, outside Django's wrappers
-        cur = conn.cursor()
-        now = datetime.now(UTC).replace(tzinfo=None)
-        began = time.perf_counter()
-        cur.execute(
-            "SELECT id, attempt FROM mq_message WHERE topic=%s AND group_name=%s AND status='NEW'"
-            " AND effect_time <= %s ORDER BY effect_time, id LIMIT %s FOR UPDATE SKIP LOCKED",
-            (TOPIC, "default", now, batch))
-        rows = cur.fetchall()
-        marks = ",".join(["%s"] * len(rows))
-        ids = [r[0] for r in rows]
-        cur.execute(
-            f"UPDATE mq_message SET status='RUNNING', lease_owner=%s, lease_expires_at=%s, attempt=attempt+1,"
-            f" update_time=%s WHERE id IN ({marks}) AND status='NEW'", ("c1", now + timedelta(seconds=65), now, *ids))
-        cur.executemany(INSERT_TRACE, [trace_values(i, "pulled", "c1", now, a + 1, "RUNNING") for i, a in rows])
-        conn.commit()
-        claimed = time.perf_counter()
-        cur.execute(f"SELECT id FROM mq_message WHERE id IN ({marks}) FOR UPDATE", ids)
-        cur.fetchall()
-        cur.execute(f"UPDATE mq_message SET status='SUCCESS', lease_expires_at=NULL, update_time=%s"
-                    f" WHERE id IN ({marks})", (now, *ids))
-        cur.executemany(INSERT_TRACE, [trace_values(i, "acked", "c1", now, a + 1, "SUCCESS") for i, a in rows])
-        conn.commit()
+        conn.autocommit(False)  # one commit per transaction, as the database limit runs
+        try:
+            began = time.perf_counter()
+            rows = dblimit.claim(conn, "c1", dblimit.utc_now(), batch, topic=TOPIC, traces=True)
+            claimed = time.perf_counter()
+            dblimit.ack(conn, "c1", rows, dblimit.utc_now(), traces=True)
+        finally:
+            conn.autocommit(True)  # Django's own state for this connection
         assert len(rows) == batch, f"claimed {len(rows)} of {batch}"
         return claimed - began, time.perf_counter() - claimed
 
