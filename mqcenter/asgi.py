@@ -50,7 +50,18 @@ def http_application() -> Any:
     return WSGIMiddleware(get_wsgi_application(), workers=int(os.environ.get("MQ_HTTP_THREADS", "1100")))
 
 
-router = ProtocolTypeRouter({"http": http_application(), "websocket": websocket})
+def http_with_fast_path() -> Any:
+    """Pull and ack answered on the event loop (mqcenter/fastpath.py); MQ_FAST_PATH=0 sends
+    them through Django like every other request (kept for the comparison)."""
+    app = http_application()
+    if os.environ.get("MQ_FAST_PATH", "1") == "0":
+        return app
+    from mqcenter.fastpath import FastPath
+
+    return FastPath(app)
+
+
+router = ProtocolTypeRouter({"http": http_with_fast_path(), "websocket": websocket})
 
 
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:

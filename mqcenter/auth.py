@@ -208,26 +208,34 @@ class TokenRateThrottle(BaseThrottle):
         self.retry_after: float | None = None
 
     def allow_request(self, request: Request, view: Any) -> bool:
-        rate = settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"].get("token")
         principal = request.user
-        if not rate or not isinstance(principal, Principal) or not isinstance(request.auth, str):
+        if not isinstance(principal, Principal) or not isinstance(request.auth, str):
             return True
-        limit, period = parse_rate(rate)
-        now = time.time()
-        window = int(now // period)
-        # Keyed by the token itself (hashed), not its row id, which a rebuilt database reuses.
-        key = f"throttle_token_{token_hash(request.auth)[:24]}_{window}"
-        try:
-            count = request_counter_incr(key, period)
-        except Exception:  # noqa: BLE001 - Redis is not on the durability path: serve
-            return True
-        if count <= limit:
-            return True
-        self.retry_after = (window + 1) * period - now
-        return False
+        self.retry_after = token_throttle_wait(request.auth)
+        return self.retry_after is None
 
     def wait(self) -> float | None:
         return self.retry_after
+
+
+def token_throttle_wait(token: str) -> float | None:
+    """Count one request of this token; None if it is within MQ_TOKEN_RATE, else how many
+    seconds until its window ends."""
+    rate = settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"].get("token")
+    if not rate:
+        return None
+    limit, period = parse_rate(rate)
+    now = time.time()
+    window = int(now // period)
+    # Keyed by the token itself (hashed), not its row id, which a rebuilt database reuses.
+    key = f"throttle_token_{token_hash(token)[:24]}_{window}"
+    try:
+        count = request_counter_incr(key, period)
+    except Exception:  # noqa: BLE001 - Redis is not on the durability path: serve
+        return None
+    if count <= limit:
+        return None
+    return (window + 1) * period - now
 
 
 def parse_rate(rate: str) -> tuple[int, int]:

@@ -125,9 +125,7 @@ def mq_error_from(exc: BaseException) -> MQError | None:
     if isinstance(exc, drf.NotFound | Http404):
         return NotFound("No such resource.")
     if isinstance(exc, drf.Throttled):
-        err = RateLimited("Too many requests for this token; retry later.")
-        err.details = {"retry_after": int(exc.wait or 1)}
-        return err
+        return rate_limited(exc.wait)
     if isinstance(exc, RequestDataTooBig):
         return PayloadTooLarge("The request body is larger than this broker accepts.")
     if isinstance(exc, drf.MethodNotAllowed):
@@ -155,13 +153,25 @@ def mq_error_from(exc: BaseException) -> MQError | None:
     return None
 
 
+def rate_limited(wait: float | None) -> RateLimited:
+    """The token's request rate is spent for `wait` more seconds."""
+    return RateLimited("Too many requests for this token; retry later.", details={"retry_after": int(wait or 1)})
+
+
+def retry_after(err: MQError) -> str | None:
+    """The Retry-After header an error answers with, if any."""
+    if err.status in (429, 503):
+        return str(err.details.get("retry_after", UNAVAILABLE_RETRY_AFTER))
+    return None
+
+
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF exception handler: every known error becomes the API.md error body."""
     err = mq_error_from(exc)
     if err is None:
         return None  # a real bug: let it surface (the guard middleware renders JSON 500)
     response = Response(err.body(), status=err.status)
-    if err.status in (429, 503):
-        retry_after = err.details.get("retry_after", UNAVAILABLE_RETRY_AFTER)
-        response["Retry-After"] = str(retry_after)
+    header = retry_after(err)
+    if header is not None:
+        response["Retry-After"] = header
     return response

@@ -16,3 +16,7 @@ pull_wait = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30), registry=registry,
 )
 waiting_pulls = Gauge("mq_waiting_pulls", "Long-polls waiting in this process", registry=registry)
+fast_path = Counter(
+    "mq_fast_path_requests", "Pull and ack requests answered on the event loop (mqcenter/fastpath.py)",
+    ["endpoint", "status"], registry=registry,
+)

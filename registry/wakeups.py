@@ -12,6 +12,7 @@ raced a subscribe) only costs latency, never a message.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -20,7 +21,8 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from itertools import islice
 
 from django.conf import settings
 
@@ -31,12 +33,47 @@ WAKE_PER_PAIR = 2
 Pair = tuple[str, str]
 
 
+class LoopEvent:
+    """What a coroutine waits on where a thread would wait on a `threading.Event`: `set()`
+    from any thread wakes the waiting coroutine on its event loop. `clear()` and `wait()`
+    belong to the loop's thread."""
+
+    __slots__ = ("_flag", "_loop", "_set")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._set = asyncio.Event()
+        self._flag = False
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def set(self) -> None:
+        if not self._flag:
+            self._flag = True
+            self._loop.call_soon_threadsafe(self._set.set)
+
+    def clear(self) -> None:
+        # A set() racing this clear() may still land afterwards: one spurious wake-up, and a
+        # waiting pull re-checks the database anyway.
+        self._flag = False
+        self._set.clear()
+
+    async def wait(self, timeout: float | None = None) -> bool:
+        with suppress(TimeoutError):
+            await asyncio.wait_for(self._set.wait(), timeout)
+        return self._flag
+
+
+Wake = threading.Event | LoopEvent
+
+
 class WakeupHub:
     def __init__(self, redis_url: str = "") -> None:
         self.redis_url = redis_url
         self._lock = threading.Lock()
         # Insertion-ordered (dict keys), so the longest-waiting pulls are woken first.
-        self._waiters: dict[Pair, dict[threading.Event, None]] = {}
+        self._waiters: dict[Pair, dict[Wake, None]] = {}
         self._callbacks: dict[Pair, set[Callable[[Pair], None]]] = {}
         self._listener: threading.Thread | None = None
         self._publisher = None
@@ -53,10 +90,12 @@ class WakeupHub:
     # --- waiting -------------------------------------------------------------------------
 
     @contextmanager
-    def waiter(self, topic: str, group: str) -> Iterator[threading.Event]:
-        """Register interest before checking the database, so no wake-up slips between."""
+    def waiter(self, topic: str, group: str, event: Wake | None = None) -> Iterator[Wake]:
+        """Register interest before checking the database, so no wake-up slips between.
+        A thread waits on the `threading.Event` given by default; a coroutine passes a
+        `LoopEvent`."""
         self._ensure_listener()
-        event = threading.Event()
+        event = threading.Event() if event is None else event
         pair = (topic, group)
         with self._lock:
             self._waiters.setdefault(pair, {})[event] = None
@@ -102,10 +141,11 @@ class WakeupHub:
         wakes two more, so a big batch still reaches everyone, in logarithmic rounds."""
         pairs = list(pairs)
         with self._lock:
+            # islice: stop at `limit`, not after testing every one of a thousand waiters.
             events = [
                 event
                 for pair in pairs
-                for event in [e for e in self._waiters.get(pair, ()) if not e.is_set()][:limit]
+                for event in islice((e for e in self._waiters.get(pair, ()) if not e.is_set()), limit)
             ]
             calls = [(cb, pair) for pair in pairs for cb in self._callbacks.get(pair, ())]
         for event in events:

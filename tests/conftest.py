@@ -15,10 +15,14 @@ from topics.services import token_create
 
 
 class Api:
-    """A test client speaking API.md: JSON bodies and a bearer token."""
+    """A test client speaking API.md: JSON bodies and a bearer token. Its requests go to
+    Django's URL configuration; with `client_class` set to `tests.support.asgi.AsgiClient`
+    they go through the broker's whole ASGI application, fast path included."""
+
+    client_class: Any = Client
 
     def __init__(self, token: str | None) -> None:
-        self.client = Client()
+        self.client = self.client_class()
         self.token = token
 
     def _headers(self) -> dict[str, str]:

@@ -55,6 +55,13 @@ class TopicCache:
     def get(self, name: str) -> Topic | None:
         return self.get_many([name]).get(name)
 
+    def peek(self, name: str) -> Topic | None:
+        """The remembered topic, without reading the database: None if it is not (or no
+        longer) remembered, which does not mean it does not exist."""
+        with self._lock:
+            hit = self._entries.get(name)
+        return hit[1] if hit is not None and hit[0] > time.monotonic() else None
+
     def forget(self, name: str | None = None) -> None:
         with self._lock:
             if name is None:

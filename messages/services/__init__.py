@@ -8,7 +8,12 @@ from messages.services.archive import (
     maintenance_cleanup,
     messages_archive,
 )
-from messages.services.delivery import leases_recover, messages_claim, messages_pull
+from messages.services.delivery import (
+    leases_recover,
+    messages_claim,
+    messages_pull,
+    messages_pull_async,
+)
 from messages.services.maintenance import maintenance_delay, maintenance_retry
 from messages.services.operations import (
     bulk_job_create,
@@ -51,6 +56,7 @@ __all__ = [
     "messages_extend",
     "messages_produce",
     "messages_pull",
+    "messages_pull_async",
     "messages_release",
     "messages_requeue",
     "stats_flush",

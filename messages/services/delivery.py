@@ -10,10 +10,13 @@ Locking rules (MySQL/MariaDB at READ COMMITTED, PostgreSQL; SQLite serializes wr
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -28,7 +31,7 @@ from mqcenter import metrics
 from mqcenter.auth import Principal
 from mqcenter.db import retry_on_lock_conflict
 from registry.services import rank_cache
-from registry.wakeups import wakeup_hub
+from registry.wakeups import LoopEvent, Wake, wakeup_hub
 from topics.cache import topic_cache
 from topics.models import DeliveryMode, Topic, TopicGroup
 from topics.services import group_ensure, topic_require_biz
@@ -39,6 +42,8 @@ MAX_IDLE_CONNECTIONS = 16
 # And at most this many pulls of a process use the database at once: a thousand long-polls
 # arriving (or woken) together must not open a thousand connections (max_connections).
 CLAIM_SLOTS = threading.BoundedSemaphore(32)
+# Runs a blocking call (one that may use the database) on a thread, for a coroutine.
+RunBlocking = Callable[..., Awaitable[Any]]
 # How often this process sweeps a group's expired leases from the claim path.
 RECOVERY_INTERVAL_SECONDS = 1.0
 # Sharded claims look this many times further down the backlog for keys that are free.
@@ -75,19 +80,63 @@ def messages_pull(
                     and not connection.in_atomic_block:
                 connection.close()
             if messages or remaining <= 0:
-                metrics.pull_wait.observe(time.monotonic() - started)
-                if messages:
-                    metrics.delivered.labels(topic, group).inc(len(messages))
-                if len(messages) >= max_messages:
-                    # A full pull means there may be more: wake two more waiters (queue claims
-                    # also fan out per combined round, COMBINED_FANOUT).
-                    hub.notify_local([(topic, group)], limit=2)
-                return messages
-            timeout = min(remaining, hub.fallback_seconds())
-            if next_due is not None:
-                due_in = (next_due - timezone.now()).total_seconds()
-                timeout = max(0.0, min(timeout, due_in + 0.002))
-            wake.wait(timeout)
+                return _pulled(topic, group, messages, max_messages, started)
+            wake.wait(_wait_timeout(remaining, next_due))
+
+
+async def messages_pull_async(
+    *,
+    principal: Principal,
+    topic: str,
+    group: str,
+    consumer: str,
+    max_messages: int,
+    wait_seconds: float,
+    run: RunBlocking,
+) -> list[Message]:
+    """`messages_pull` for a coroutine: the same claims, but the wait holds no thread and
+    no database connection, and a wake-up costs a callback on the event loop instead of
+    a sleeping thread. `run(fn, *args)` runs a blocking call on a thread that may use
+    the database."""
+    principal.require("consume", topic)
+    started = time.monotonic()
+    deadline = started + wait_seconds
+    hub = wakeup_hub()
+    with hub.waiter(topic, group, LoopEvent(asyncio.get_running_loop())) as wake:
+        while True:
+            wake.clear()
+            # The usual case needs no thread until the combined claim: a thousand woken pulls
+            # would otherwise queue a thousand hops ahead of the one claim that serves them.
+            claimed = None if _combined_claim_ready(principal, topic, group) else \
+                await run(_claim_uncombined, principal, topic, group, consumer, max_messages)
+            if claimed is None:
+                # Shielded: a pull cancelled while queued must still pass on the lead.
+                claimed = await asyncio.shield(queue_claims.claim_async(topic, group, consumer, max_messages, run))
+            messages, next_due = claimed
+            remaining = deadline - time.monotonic()
+            if messages or remaining <= 0:
+                return _pulled(topic, group, messages, max_messages, started)
+            await wake.wait(_wait_timeout(remaining, next_due))
+
+
+def _wait_timeout(remaining: float, next_due: datetime | None) -> float:
+    """How long an empty pull sleeps before checking again, wake-ups aside."""
+    timeout = min(remaining, wakeup_hub().fallback_seconds())
+    if next_due is not None:
+        due_in = (next_due - timezone.now()).total_seconds()
+        timeout = max(0.0, min(timeout, due_in + 0.002))
+    return timeout
+
+
+def _pulled(topic: str, group: str, messages: list[Message], max_messages: int, started: float) -> list[Message]:
+    metrics.pull_wait.observe(time.monotonic() - started)
+    if messages:
+        metrics.delivered.labels(topic, group).inc(len(messages))
+    if len(messages) >= max_messages:
+        # A full pull means there may be more: wake two more waiters (queue claims also fan
+        # out per combined round, COMBINED_FANOUT).
+        wakeup_hub().notify_local([(topic, group)], limit=2)
+    return messages
 
 
 def messages_claim(
@@ -95,6 +144,31 @@ def messages_claim(
 ) -> tuple[list[Message], datetime | None]:
     """One claim attempt. Returns the leased messages and, when there are none, when the
     next delayed message of the group comes due (None if unknown or nothing is delayed)."""
+    claimed = _claim_uncombined(principal, topic, group, consumer, max_messages)
+    # Outside the slot: a pull queued behind another's claim holds no database connection.
+    return claimed if claimed is not None else queue_claims.claim(topic, group, consumer, max_messages)
+
+
+def _combined_claim_ready(principal: Principal, topic: str, group: str) -> bool:
+    """Whether `_claim_uncombined` would answer None (a queue claim, to combine) without
+    reading the database: the topic and group are remembered, the group is in queue mode
+    and its leases are not due for recovery. Raises Forbidden as it would."""
+    topic_row = topic_cache.peek(topic)
+    if topic_row is None:
+        return False
+    topic_require_biz(principal, topic_row)
+    topic_group = topic_row.group_rows.get(group)  # type: ignore[attr-defined]
+    return (
+        not topic_row.paused and topic_group is not None and topic_group.mode == DeliveryMode.QUEUE
+        and not _recovery_due(topic, group)
+    )
+
+
+def _claim_uncombined(
+    principal: Principal, topic: str, group: str, consumer: str, max_messages: int
+) -> tuple[list[Message], datetime | None] | None:
+    """`messages_claim` up to the combined queue claim: the answer, or None when this is a
+    queue claim for `queue_claims` to combine with the other pulls of its group."""
     with CLAIM_SLOTS:
         topic_row = topic_cache.get(topic)
         if topic_row is None:
@@ -120,8 +194,7 @@ def messages_claim(
             ask = _Ask(consumer, max_messages)
             _claim_queue(topic, group, [ask])
             return ask.messages, ask.next_due
-    # Outside the slot: a pull queued behind another's claim holds no database connection.
-    return queue_claims.claim(topic, group, consumer, max_messages)
+    return None
 
 
 # --- combined queue claims ---------------------------------------------------------------
@@ -143,13 +216,18 @@ class _Ask:
 
     __slots__ = ("consumer", "done", "error", "lead", "limit", "messages", "next_due")
 
-    def __init__(self, consumer: str, limit: int) -> None:
+    def __init__(self, consumer: str, limit: int, done: Wake | None = None) -> None:
         self.consumer, self.limit = consumer, limit
-        self.done = threading.Event()
+        self.done = threading.Event() if done is None else done
         self.lead = False  # set with `done` instead of an answer: this pull leads next
         self.messages: list[Message] = []
         self.next_due: datetime | None = None
         self.error: BaseException | None = None
+
+    def answer(self) -> tuple[list[Message], datetime | None]:
+        if self.error is not None:
+            raise self.error
+        return self.messages, self.next_due
 
 
 class QueueClaims:
@@ -162,11 +240,7 @@ class QueueClaims:
 
     def claim(self, topic: str, group: str, consumer: str, limit: int) -> tuple[list[Message], datetime | None]:
         pair = (topic, group)
-        ask = _Ask(consumer, limit)
-        with self._lock:
-            self._queued.setdefault(pair, []).append(ask)
-            ask.lead = pair not in self._leading
-            self._leading.add(pair)
+        ask = self._enqueue(pair, _Ask(consumer, limit))
         while True:
             if ask.lead:
                 ask.lead = False
@@ -175,9 +249,31 @@ class QueueClaims:
             if ask.lead:  # handed the lead, not an answer
                 ask.done.clear()
                 continue
-            if ask.error is not None:
-                raise ask.error
-            return ask.messages, ask.next_due
+            return ask.answer()
+
+    async def claim_async(
+        self, topic: str, group: str, consumer: str, limit: int, run: RunBlocking
+    ) -> tuple[list[Message], datetime | None]:
+        """`claim` for a coroutine: it waits for its answer on the event loop, and only a
+        pull that leads a round takes a thread."""
+        pair = (topic, group)
+        ask = self._enqueue(pair, _Ask(consumer, limit, LoopEvent(asyncio.get_running_loop())))
+        while True:
+            if ask.lead:
+                ask.lead = False
+                await run(self._lead, pair)
+            await ask.done.wait()
+            if ask.lead:
+                ask.done.clear()
+                continue
+            return ask.answer()
+
+    def _enqueue(self, pair: tuple[str, str], ask: _Ask) -> _Ask:
+        with self._lock:
+            self._queued.setdefault(pair, []).append(ask)
+            ask.lead = pair not in self._leading
+            self._leading.add(pair)
+        return ask
 
     def _lead(self, pair: tuple[str, str]) -> None:
         """One combined round, then the lead passes to the oldest queued pull. The leader is
@@ -344,6 +440,10 @@ def _trace_pulled(
 
 _recovery_lock = threading.Lock()
 _last_recovery: dict[tuple[str, str], float] = {}
+
+
+def _recovery_due(topic: str, group: str) -> bool:
+    return time.monotonic() - _last_recovery.get((topic, group), 0.0) >= RECOVERY_INTERVAL_SECONDS
 
 
 def _recover_group_leases(topic: str, group: str) -> None:
