@@ -1,5 +1,5 @@
-"""The consumer's two hot endpoints, `POST /api/v1/pull` and `POST /api/v1/ack`, served on
-the event loop.
+"""The three hot endpoints, `POST /api/v1/messages` (produce), `/api/v1/pull` and
+`/api/v1/ack`, served on the event loop.
 
 Measured on 2 cores (bench/, session 5 notes): through Django's middleware chain, DRF's
 dispatch and a2wsgi's thread hand-offs an empty pull cost ~3.9 ms of broker CPU, and a
@@ -46,7 +46,6 @@ ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 _HEADERS = [
     (b"content-type", b"application/json"),
     (b"vary", b"Accept"),
-    (b"allow", b"POST, OPTIONS"),
     (b"x-frame-options", b"DENY"),
     (b"x-content-type-options", b"nosniff"),
 ]
@@ -61,7 +60,8 @@ class FastPath:
         self.threads = threads or int(os.environ.get("MQ_FAST_THREADS", "32"))
         self._executor: ThreadPoolExecutor | None = None
         self._renderer = JSONRenderer()
-        self._routes: dict[str, Callable[[Principal, Any], Awaitable[dict[str, Any]]]] = {
+        self._routes: dict[str, Callable[[Principal, Any], Awaitable[tuple[int, dict[str, Any]]]]] = {
+            "/api/v1/messages": self._produce,
             "/api/v1/pull": self._pull,
             "/api/v1/ack": self._ack,
         }
@@ -81,11 +81,10 @@ class FastPath:
             wait = await self.run(token_throttle_wait, token)
             if wait is not None:
                 raise rate_limited(wait)
-            answer = await route(principal, StrictJSONParser().parse(io.BytesIO(body)))
+            status, answer = await route(principal, StrictJSONParser().parse(io.BytesIO(body)))
         except Exception as exc:  # noqa: BLE001 - every failure becomes an API.md error body
             status = await self._error(send, exc, scope["path"])
         else:
-            status = 200
             await _respond(send, status, self._renderer.render(answer))
         metrics.fast_path.labels(scope["path"].rsplit("/", 1)[-1], str(status)).inc()
 
@@ -96,15 +95,20 @@ class FastPath:
         call = functools.partial(_with_connection, fn, *args, **kwargs)
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
 
-    async def _pull(self, principal: Principal, data: Any) -> dict[str, Any]:
+    async def _produce(self, principal: Principal, data: Any) -> tuple[int, dict[str, Any]]:
+        items = validation.produce_items(data)
+        results = await self.run(services.messages_produce, principal=principal, items=items)
+        return 201, {"messages": [r.as_dict() for r in results]}
+
+    async def _pull(self, principal: Principal, data: Any) -> tuple[int, dict[str, Any]]:
         args = validation.pull_request(data)
         messages = await services.messages_pull_async(principal=principal, run=self.run, **args)
-        return {"messages": [message_delivery(m) for m in messages]}
+        return 200, {"messages": [message_delivery(m) for m in messages]}
 
-    async def _ack(self, principal: Principal, data: Any) -> dict[str, Any]:
+    async def _ack(self, principal: Principal, data: Any) -> tuple[int, dict[str, Any]]:
         consumer, results = validation.ack_request(data)
         outcomes = await self.run(services.messages_ack, principal=principal, consumer=consumer, results=results)
-        return {"results": outcomes}
+        return 200, {"results": outcomes}
 
     async def _error(self, send: Any, exc: Exception, path: str) -> int:
         err: MQError | None = mq_error_from(exc)

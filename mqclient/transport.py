@@ -1,4 +1,5 @@
-"""HTTP transport: one pooled keep-alive client, broker failover, bounded retries.
+"""HTTP transport: pooled keep-alive connections (mqclient/wire.py), broker failover,
+bounded retries.
 
 Everything the SDK sends goes through :meth:`Transport.call`. It owns the three decisions that
 make the SDK durable without being clever at every call site:
@@ -25,10 +26,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from mqclient.errors import APIError, BrokerUnavailable, ConfigurationError, api_error_class
 from mqclient.version import __version__
+from mqclient.wire import ConnectionPool, HTTPFailure, Response
 
 logger = logging.getLogger("mqclient.transport")
 
@@ -60,7 +60,6 @@ class Transport:
         connect_timeout: float = 3.0,
         backoff_base: float = 0.1,
         backoff_cap: float = 5.0,
-        client: httpx.Client | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         urls = [url.rstrip("/") for url in brokers if url.strip()]
@@ -79,14 +78,7 @@ class Transport:
         headers = {"User-Agent": f"mqclient/{__version__}", "Accept": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        self._owns_client = client is None
-        self._client = client or httpx.Client(
-            headers=headers,
-            # Long-polls hold a connection each; keep enough warm ones for a busy runner.
-            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
-        )
-        if client is not None:
-            self._client.headers.update(headers)
+        self._client = ConnectionPool(headers)
 
     # ------------------------------------------------------------------ broker list
 
@@ -171,7 +163,7 @@ class Transport:
         budget = self.retry_deadline if deadline is None else deadline
         started = time.monotonic()
         read_timeout = self.request_timeout if timeout is None else timeout
-        http_timeout = httpx.Timeout(read_timeout, connect=min(self.connect_timeout, read_timeout))
+        connect_timeout = min(self.connect_timeout, read_timeout)
         attempt = 0
         last_error: BaseException | None = None
         while True:
@@ -180,9 +172,10 @@ class Transport:
             retry_after: float | None = None
             try:
                 response = self._client.request(
-                    method, state.url + path, json=json, params=params, timeout=http_timeout
+                    method, state.url + path, json=json, params=params,
+                    connect_timeout=connect_timeout, read_timeout=read_timeout,
                 )
-            except httpx.TransportError as exc:
+            except HTTPFailure as exc:
                 last_error = exc
                 self._mark_failed(state)
                 logger.warning(
@@ -226,9 +219,8 @@ class Transport:
         return random.uniform(0, min(self.backoff_cap, self.backoff_base * 2**rounds))
 
     def close(self) -> None:
-        """Close pooled connections (only if this transport created the HTTP client)."""
-        if self._owns_client:
-            self._client.close()
+        """Close the pooled connections."""
+        self._client.close()
 
     def __enter__(self) -> Transport:
         return self
@@ -244,7 +236,7 @@ def _describe(exc: BaseException | None) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _retry_after(response: httpx.Response) -> float | None:
+def _retry_after(response: Response) -> float | None:
     raw = response.headers.get("Retry-After")
     if not raw:
         return None
@@ -254,7 +246,7 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None  # an HTTP date: rare for these APIs; fall back to our own backoff
 
 
-def _api_error(response: httpx.Response) -> APIError:
+def _api_error(response: Response) -> APIError:
     """Turn an error answer into the typed exception, tolerating a non-API.md body (e.g. a
     proxy's HTML 502 page)."""
     code = f"http_{response.status_code}"
