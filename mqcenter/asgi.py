@@ -37,10 +37,10 @@ def http_application() -> Any:
 
     Measured on 2 cores (bench/, `serving` figure): Django's ASGI handler hops threads for
     every sync middleware and view, and served produce ~25% slower than one hop per request
-    into the WSGI handler. A waiting long-poll holds one pool thread (it is asleep on an
-    event and has handed back its database connection), so the pool is sized for the
-    waiters: MQ_HTTP_THREADS (1,100 by default). MQ_HTTP_HANDLER=asgi restores Django's
-    ASGI handler (kept for the comparison).
+    into the WSGI handler. Without the fast path (MQ_FAST_PATH=0) a waiting long-poll holds
+    one pool thread (asleep on an event, its database connection handed back), so the pool
+    is sized for the waiters: MQ_HTTP_THREADS (1,100 by default). MQ_HTTP_HANDLER=asgi
+    restores Django's ASGI handler (kept for the comparison).
     """
     if os.environ.get("MQ_HTTP_HANDLER", "wsgi") == "asgi":
         return django_asgi_app
