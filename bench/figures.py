@@ -128,12 +128,14 @@ def latency(scale: Scale, results: Results) -> None:
         broker.teardown()
 
 
-def _pull_ack_p50(broker: BenchBroker, repeats: int, samples: int) -> dict[str, Any]:
-    runs = []
-    for _ in range(repeats):
-        backlog.take_due(broker.database)
-        runs.append(_lat(load.pull_ack_latency(broker, backlog.TOPIC, samples)))
+def _pull_ack_runs(broker: BenchBroker, samples: int) -> dict[str, float]:
     backlog.take_due(broker.database)
+    run = _lat(load.pull_ack_latency(broker, backlog.TOPIC, samples))
+    backlog.take_due(broker.database)
+    return run
+
+
+def _p50_p99(runs: list[dict[str, float]]) -> dict[str, Any]:
     return {"p50": summary(r["p50_ms"] for r in runs), "p99": summary(r["p99_ms"] for r in runs)}
 
 
@@ -160,20 +162,25 @@ def big_database(scale: Scale) -> BenchBroker:
 
 
 def backlog_figure(scale: Scale, results: Results) -> None:
+    """Both brokers run at once and their runs alternate (empty, big, empty, big, ...): the
+    machine's drift over a few minutes moved either side by more than the 20% judged."""
     samples = max(scale.latency_samples, 50)
     empty = _started("bench")
+    big = None
     try:
         load.ensure_topic(empty, backlog.TOPIC)
-        empty_lat = _pull_ack_p50(empty, scale.repeats, samples)
-    finally:
-        empty.teardown()
-    big = big_database(scale)
-    try:
+        big = big_database(scale)
         rows = backlog.counts(big.database)
         load.ensure_topic(big, backlog.TOPIC)
-        big_lat = _pull_ack_p50(big, scale.repeats, samples)
+        empty_runs, big_runs = [], []
+        for _ in range(scale.repeats):
+            empty_runs.append(_pull_ack_runs(empty, samples))
+            big_runs.append(_pull_ack_runs(big, samples))
     finally:
-        big.stop()
+        empty.teardown()
+        if big is not None:
+            big.stop()
+    empty_lat, big_lat = _p50_p99(empty_runs), _p50_p99(big_runs)
     results.put("mq_backlog", {"unit": "ms", "empty": empty_lat, "big": big_lat, "rows": rows,
                                "ratio_p50": big_lat["p50"]["median"] / empty_lat["p50"]["median"]})
 
