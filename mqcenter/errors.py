@@ -67,6 +67,10 @@ class Unavailable(MQError):
     status, code = 503, "unavailable"
 
 
+# What a request gets when the broker itself failed (a bug, logged): never an HTML 500 page.
+INTERNAL_ERROR = ("internal_error", "The broker failed to handle this request.")
+
+
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "details": details or {}}}
 

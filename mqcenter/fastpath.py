@@ -35,7 +35,14 @@ from messages import services, validation
 from messages.serializers import message_delivery
 from mqcenter import metrics
 from mqcenter.auth import Principal, principal_for_token, token_cache, token_throttle_wait
-from mqcenter.errors import MQError, error_body, mq_error_from, rate_limited, retry_after
+from mqcenter.errors import (
+    INTERNAL_ERROR,
+    MQError,
+    error_body,
+    mq_error_from,
+    rate_limited,
+    retry_after,
+)
 from mqcenter.parsers import StrictJSONParser
 
 logger = logging.getLogger(__name__)
@@ -53,13 +60,13 @@ _JSON_TYPES = (b"application/json", b"*/*", b"application/*")
 
 
 class FastPath:
-    """ASGI middleware: answers pull and ack itself, passes every other request to `app`."""
+    """ASGI middleware: answers produce, pull and ack itself, passes every other request to
+    `app`."""
 
     def __init__(self, app: ASGIApp, threads: int | None = None) -> None:
         self.app = app
         self.threads = threads or int(os.environ.get("MQ_FAST_THREADS", "32"))
         self._executor: ThreadPoolExecutor | None = None
-        self._renderer = JSONRenderer()
         self._routes: dict[str, Callable[[Principal, Any], Awaitable[tuple[int, dict[str, Any]]]]] = {
             "/api/v1/messages": self._produce,
             "/api/v1/pull": self._pull,
@@ -85,7 +92,7 @@ class FastPath:
         except Exception as exc:  # noqa: BLE001 - every failure becomes an API.md error body
             status = await self._error(send, exc, scope["path"])
         else:
-            await _respond(send, status, self._renderer.render(answer))
+            await _respond(send, status, _json(answer))
         metrics.fast_path.labels(scope["path"].rsplit("/", 1)[-1], str(status)).inc()
 
     async def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -114,7 +121,7 @@ class FastPath:
         err: MQError | None = mq_error_from(exc)
         if err is None:
             logger.error("unhandled error on %s", path, exc_info=exc)
-            await _respond(send, 500, _json(error_body("internal_error", "The broker failed to handle this request.")))
+            await _respond(send, 500, _json(error_body(*INTERNAL_ERROR)))
             return 500
         header = retry_after(err)
         extra = [(b"retry-after", header.encode())] if header is not None else []
@@ -170,8 +177,11 @@ async def _read_body(receive: Any) -> bytes | None:
             return b"".join(chunks)
 
 
+_RENDERER = JSONRenderer()  # DRF's, so both paths write the same bytes
+
+
 def _json(data: Any) -> bytes:
-    return JSONRenderer().render(data)
+    return _RENDERER.render(data)
 
 
 async def _respond(send: Any, status: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
-from mqcenter.errors import error_response, mq_error_from
+from mqcenter.errors import INTERNAL_ERROR, error_response, mq_error_from
 
 logger = logging.getLogger(__name__)
 
@@ -54,4 +54,4 @@ class ApiGuardMiddleware:
         if err is not None:
             return error_response(err.status, err.code, err.message, err.details)
         logger.exception("unhandled error on %s", request.path)
-        return error_response(500, "internal_error", "The broker failed to handle this request.")
+        return error_response(500, *INTERNAL_ERROR)

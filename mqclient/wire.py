@@ -87,7 +87,8 @@ class ConnectionPool:
                 answer = conn.getresponse()
                 content = answer.read()
             except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as exc:
-                conn.close()  # type: ignore[union-attr]
+                if conn is not None:
+                    conn.close()
                 if reused:
                     continue  # closed by the broker while idle: once more on a fresh connection
                 raise HTTPFailure(f"{type(exc).__name__}: {exc}") from exc

@@ -46,6 +46,14 @@ class Api:
         return self.client.delete(path, **self._headers())
 
 
+@pytest.fixture
+def through_asgi(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every `Api` of the test sends its requests through the broker's ASGI application."""
+    from tests.support.asgi import AsgiClient
+
+    monkeypatch.setattr(Api, "client_class", AsgiClient)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_token_cache() -> None:
     # Rolled-back test data never fires the signals that keep these per-process caches true.

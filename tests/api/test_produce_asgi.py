@@ -7,12 +7,5 @@ from __future__ import annotations
 import pytest
 
 from tests.api.test_produce import *  # noqa: F403
-from tests.conftest import Api
-from tests.support.asgi import AsgiClient
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def _through_asgi(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(Api, "client_class", AsgiClient)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("through_asgi")]
