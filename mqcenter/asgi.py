@@ -51,8 +51,9 @@ def http_application() -> Any:
 
 
 def http_with_fast_path() -> Any:
-    """Pull and ack answered on the event loop (mqcenter/fastpath.py); MQ_FAST_PATH=0 sends
-    them through Django like every other request (kept for the comparison)."""
+    """Produce, pull and ack answered on the event loop (mqcenter/fastpath.py);
+    MQ_FAST_PATH=0 sends them through Django like every other request (kept for the
+    comparison)."""
     app = http_application()
     if os.environ.get("MQ_FAST_PATH", "1") == "0":
         return app

@@ -78,7 +78,7 @@ class Transport:
         headers = {"User-Agent": f"mqclient/{__version__}", "Accept": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        self._client = ConnectionPool(headers)
+        self._connections = ConnectionPool(headers)
 
     # ------------------------------------------------------------------ broker list
 
@@ -171,7 +171,7 @@ class Transport:
             state = self._pick()
             retry_after: float | None = None
             try:
-                response = self._client.request(
+                response = self._connections.request(
                     method, state.url + path, json=json, params=params,
                     connect_timeout=connect_timeout, read_timeout=read_timeout,
                 )
@@ -220,7 +220,7 @@ class Transport:
 
     def close(self) -> None:
         """Close the pooled connections."""
-        self._client.close()
+        self._connections.close()
 
     def __enter__(self) -> Transport:
         return self
