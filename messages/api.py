@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
@@ -30,8 +31,8 @@ from messages.serializers import (
     PullResponseSerializer,
     ReleaseRequestSerializer,
     StatsSerializer,
-    message_delivery,
     message_full,
+    pull_answer,
     trace_event,
 )
 from mqcenter.auth import IsAdminToken
@@ -85,10 +86,10 @@ class PullView(APIView):
         responses={200: PullResponseSerializer, **ERRORS},
         description="Claim deliverable messages; long-polls up to wait_seconds for the first.",
     )
-    def post(self, request: Request) -> Response:
+    def post(self, request: Request) -> HttpResponse:
         args = validation.pull_request(request.data)
         messages = services.messages_pull(principal=request.user, **args)
-        return Response({"messages": [message_delivery(m) for m in messages]})
+        return HttpResponse(pull_answer(messages), content_type="application/json")
 
 
 class AckView(APIView):

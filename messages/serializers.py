@@ -1,15 +1,19 @@
 """Message representations: the API.md shapes, and serializers describing them in OpenAPI.
 
-The hot path renders plain dicts (`message_delivery`, `message_full`); the serializer
-classes exist so `/api/schema/` documents exactly those shapes.
+The hot path renders plain dicts (`message_delivery`, `message_full`), and a pull answer
+straight to bytes (`pull_answer`); the serializer classes exist so `/api/schema/` documents
+exactly those shapes.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from rest_framework import serializers
+from rest_framework.renderers import JSONRenderer
 
 from messages.models import Message, MessageTrace, Status
 
@@ -32,6 +36,65 @@ def message_delivery(message: Message) -> dict[str, Any]:
         "add_time": message.add_time,
         "lease_expires_at": message.lease_expires_at,
     }
+
+
+# A pull answer is encoded with a stand-in for each message's data, which the stored text then
+# replaces unparsed: it is valid JSON already, written by `services.data_text`.
+_DATA_STANDIN = "\x00mq-data\x00"
+_DATA_STANDIN_ENCODED = json.dumps(_DATA_STANDIN)
+# DRF's JSONRenderer with the project's settings (UNICODE_JSON, COMPACT_JSON, STRICT_JSON),
+# minus its Python-level `default()` hook: `pull_answer` formats the times itself.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_RENDERER = JSONRenderer()
+
+
+def pull_answer(messages: Sequence[Message]) -> bytes:
+    """`{"messages": [message_delivery(m), ...]}` rendered byte for byte as DRF renders it,
+    at a fraction of the cost.
+
+    Parsing each message's data only to encode it again, and formatting every time through
+    the encoder's Python hook, made rendering the most expensive part of a pull: 1.2 ms for
+    100 messages of ~200 bytes against 0.27 ms this way (bench/ hot-path notes). A claimed
+    batch shares its lease expiry, and a produced batch its add and effect times, so each
+    distinct time is formatted once.
+    """
+    times: dict[datetime, str] = {}
+
+    def time_text(value: datetime | None) -> str | None:
+        if value is None:
+            return None
+        text = times.get(value)
+        if text is None:
+            text = value.isoformat()
+            text = times[value] = text[:-6] + "Z" if text.endswith("+00:00") else text
+        return text
+
+    body = _ENCODER.encode({"messages": [
+        {
+            "id": m.id,
+            "topic": m.topic,
+            "group": m.group_name,
+            "data": _DATA_STANDIN,
+            "key": m.key,
+            "headers": m.headers or {},
+            "attempt": m.attempt,
+            "retry_remaining": m.retry_remaining,
+            "timeout_seconds": m.timeout_seconds,
+            "effect_time": time_text(m.effect_time),
+            "add_time": time_text(m.add_time),
+            "lease_expires_at": time_text(m.lease_expires_at),
+        }
+        for m in messages
+    ]})
+    pieces = body.split(_DATA_STANDIN_ENCODED)
+    if len(pieces) != len(messages) + 1:
+        # A key or header holds the stand-in's text: no telling the pieces apart.
+        return _RENDERER.render({"messages": [message_delivery(m) for m in messages]})
+    spliced = [pieces[0]]
+    for message, piece in zip(messages, pieces[1:], strict=True):
+        spliced += (message.data, piece)
+    # As DRF does, so the answer is also a strict JavaScript subset.
+    return "".join(spliced).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").encode()
 
 
 def message_full(message: Message) -> dict[str, Any]:

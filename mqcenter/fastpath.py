@@ -32,7 +32,7 @@ from django.db import close_old_connections
 from rest_framework.renderers import JSONRenderer
 
 from messages import services, validation
-from messages.serializers import message_delivery
+from messages.serializers import pull_answer
 from mqcenter import metrics
 from mqcenter.auth import Principal, principal_for_token, token_cache, token_throttle_wait
 from mqcenter.errors import (
@@ -67,7 +67,7 @@ class FastPath:
         self.app = app
         self.threads = threads or int(os.environ.get("MQ_FAST_THREADS", "32"))
         self._executor: ThreadPoolExecutor | None = None
-        self._routes: dict[str, Callable[[Principal, Any], Awaitable[tuple[int, dict[str, Any]]]]] = {
+        self._routes: dict[str, Callable[[Principal, Any], Awaitable[tuple[int, bytes]]]] = {
             "/api/v1/messages": self._produce,
             "/api/v1/pull": self._pull,
             "/api/v1/ack": self._ack,
@@ -92,7 +92,7 @@ class FastPath:
         except Exception as exc:  # noqa: BLE001 - every failure becomes an API.md error body
             status = await self._error(send, exc, scope["path"])
         else:
-            await _respond(send, status, _json(answer))
+            await _respond(send, status, answer)
         metrics.fast_path.labels(scope["path"].rsplit("/", 1)[-1], str(status)).inc()
 
     async def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -102,20 +102,20 @@ class FastPath:
         call = functools.partial(_with_connection, fn, *args, **kwargs)
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
 
-    async def _produce(self, principal: Principal, data: Any) -> tuple[int, dict[str, Any]]:
+    async def _produce(self, principal: Principal, data: Any) -> tuple[int, bytes]:
         items = validation.produce_items(data)
         results = await self.run(services.messages_produce, principal=principal, items=items)
-        return 201, {"messages": [r.as_dict() for r in results]}
+        return 201, _json({"messages": [r.as_dict() for r in results]})
 
-    async def _pull(self, principal: Principal, data: Any) -> tuple[int, dict[str, Any]]:
+    async def _pull(self, principal: Principal, data: Any) -> tuple[int, bytes]:
         args = validation.pull_request(data)
         messages = await services.messages_pull_async(principal=principal, run=self.run, **args)
-        return 200, {"messages": [message_delivery(m) for m in messages]}
+        return 200, pull_answer(messages)
 
-    async def _ack(self, principal: Principal, data: Any) -> tuple[int, dict[str, Any]]:
+    async def _ack(self, principal: Principal, data: Any) -> tuple[int, bytes]:
         consumer, results = validation.ack_request(data)
         outcomes = await self.run(services.messages_ack, principal=principal, consumer=consumer, results=results)
-        return 200, {"results": outcomes}
+        return 200, _json({"results": outcomes})
 
     async def _error(self, send: Any, exc: Exception, path: str) -> int:
         err: MQError | None = mq_error_from(exc)

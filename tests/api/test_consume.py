@@ -188,6 +188,20 @@ def test_it_answers_stale_when_the_message_is_not_held(producer_api, consumer_ap
     assert MessageTrace.objects.filter(message_id=entry["id"], event="stale_ack").count() == 2
 
 
+def test_a_retried_stale_ack_leaves_one_trace_row(producer_api, consumer_api):
+    [entry] = produce(producer_api, {"topic": "orders", "data": 1})
+    pull(consumer_api, "orders", consumer="c1")
+    for _ in range(5):
+        assert ack(consumer_api, "c2", {"id": entry["id"], "status": "SUCCESS"})[0]["outcome"] == "stale"
+    assert ack(consumer_api, "c3", {"id": entry["id"], "status": "FAIL"})[0]["outcome"] == "stale"
+    assert ack(consumer_api, "c2", {"id": entry["id"], "status": "SUCCESS"})[0]["outcome"] == "stale"
+    stale = MessageTrace.objects.filter(message_id=entry["id"], event="stale_ack").order_by("id")
+    assert [t.actor for t in stale] == ["c2", "c3", "c2"]
+    # The holder's own ack still lands, and repeating it still answers its first outcome.
+    assert ack(consumer_api, "c1", {"id": entry["id"], "status": "SUCCESS"})[0]["outcome"] == "success"
+    assert ack(consumer_api, "c1", {"id": entry["id"], "status": "SUCCESS"})[0]["outcome"] == "success"
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [
