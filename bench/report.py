@@ -14,6 +14,15 @@ def _fmt(fig: dict[str, Any] | None, digits: int = 0) -> str:
     return f"{fig['median']:,.{digits}f} ({fig['min']:,.{digits}f}-{fig['max']:,.{digits}f})"
 
 
+def _soak_basis(soak: dict[str, Any]) -> str:
+    """Where the soak's rate came from: half the measured maximum, or set by hand."""
+    capacity = soak.get("capacity")
+    if not capacity:
+        return "rate set by --soak-rate"
+    return (f"maximum with producers and consumers {capacity['handled_per_s']:,.0f} msg/s handled while "
+            f"{capacity['offered_rate']:,.0f} were offered; rate = half")
+
+
 def _verdict(ok: bool | None) -> str:
     return "—" if ok is None else ("**met**" if ok else "**missed**")
 
@@ -115,7 +124,7 @@ def table(data: dict[str, Any]) -> str:
         rows.append((f"soak {soak['seconds']:.0f} s at {soak['target_rate']:.0f} msg/s",
                      f"RSS growth {soak.get('rss_growth_mb', 0):.1f} MB; p99 median {soak.get('p99_median_ms') or 0:.1f} ms, "
                      f"worst {soak.get('p99_worst_ms') or 0:.1f} ms; errors {soak['error_responses']}",
-                     "", "flat memory, stable p99, 0 errors",
+                     _soak_basis(soak), "flat memory, stable p99, 0 errors",
                      _verdict(soak["memory_flat"] and soak["p99_stable"] and soak["zero_errors"])))
 
     lines = ["| figure | MQ Center: median (min-max) | baseline | target | verdict |", "|---|---|---|---|---|"]

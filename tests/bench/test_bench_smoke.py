@@ -57,6 +57,9 @@ def test_it_writes_the_table_and_charts(tmp_path) -> None:  # type: ignore[no-un
         "celery_e2e": summary([500, 600, 700]),
         "mq_latency": {"p50": summary([5, 6, 7]), "p99": summary([20, 30, 40])},
         "celery_latency": {"p50": summary([4, 4, 4]), "p99": summary([9, 9, 9])},
+        "soak": {"seconds": 600, "target_rate": 1500, "capacity": {"offered_rate": 3100, "handled_per_s": 3000},
+                 "rss_growth_mb": 2.0, "p99_median_ms": 50, "p99_worst_ms": 200, "error_responses": 0,
+                 "memory_flat": True, "p99_stable": False, "zero_errors": True, "windows": []},
     }}
     (tmp_path / "results.json").write_text(json.dumps(data))
     report.write(data, tmp_path)
@@ -69,5 +72,9 @@ def test_it_writes_the_table_and_charts(tmp_path) -> None:  # type: ignore[no-un
     assert e2e_row.endswith("**met** |")
     latency_row = next(line for line in table.splitlines() if line.startswith("| delivery latency p50"))
     assert latency_row.endswith("**missed** |")  # 6 ms is not below Celery's 4 ms
+    soak_row = next(line for line in table.splitlines() if line.startswith("| soak"))
+    assert soak_row.startswith("| soak 600 s at 1500 msg/s |")
+    assert "maximum with producers and consumers 3,000 msg/s handled while 3,100 were offered" in soak_row
+    assert soak_row.endswith("**missed** |")  # worst window p99 200 ms is above 3x the median 50 ms
     assert (tmp_path / "throughput_e2e.png").stat().st_size > 1000
     assert (tmp_path / "latency.png").stat().st_size > 1000
