@@ -105,10 +105,13 @@ DATABASES = {
 }
 _db = DATABASES["default"]
 if _db["ENGINE"] == "django.db.backends.mysql":
+    from mqcenter.mysql_conversions import CONVERSIONS
+
     # READ COMMITTED: claims use SELECT ... FOR UPDATE SKIP LOCKED and must not take gap
     # locks that would serialize concurrent claimers.
     _db.setdefault("OPTIONS", {}).update(
         {
+            "conv": CONVERSIONS,
             "isolation_level": "read committed",
             "charset": "utf8mb4",
             "connect_timeout": env_int("DB_CONNECT_TIMEOUT", 3),
