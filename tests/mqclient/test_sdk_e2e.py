@@ -152,7 +152,13 @@ def test_a_consumer_told_of_one_broker_finds_the_others_in_the_registry(
     # by then (a broker registers itself just after it starts answering).
     wait_until(lambda: {only.url, other.url} <= set(scenario.admin.brokers()), 20, "both brokers to register")
     proc = scenario.consumer("discovering", brokers=[only.url], concurrency=2)
-    wait_until(lambda: scenario.admin.consumers(scenario.topic), 20, "the consumer to register")
+    # Not just registered on the broker's side: the broker can store the registration and
+    # be killed before its answer (which lists `other`) reaches the consumer. The consumer
+    # logs the brokers it knows once it has that answer.
+    wait_until(
+        lambda: any(" started: " in line and other.url in line for line in proc.output().splitlines()),
+        20, "the consumer to learn of the other broker",
+    )
     only.process.signal(signal.SIGKILL)  # the only broker it was given is gone
     with scenario.producer() as producer:
         for n in range(20):
