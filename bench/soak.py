@@ -68,7 +68,8 @@ def _capacity(broker: BenchBroker, offered: float, seconds: float) -> dict[str, 
         steps.append({"offered_rate": offered, "handled_per_s": handled, "windows": run["windows"],
                       "error_responses": len(run["errors"])})
         offered = handled
-    return {**steps[-1], "seconds": seconds, "steps": steps}
+    return {"offered_rate": steps[-1]["offered_rate"], "handled_per_s": steps[-1]["handled_per_s"],
+            "seconds": seconds, "steps": steps}
 
 
 def _paced_load(broker: BenchBroker, topic: str, rate: float, seconds: float, label: str) -> dict[str, Any]:

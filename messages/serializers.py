@@ -8,7 +8,7 @@ exactly those shapes.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -22,20 +22,29 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$"
 
 def message_delivery(message: Message) -> dict[str, Any]:
     """A pulled message as a consumer receives it."""
+    return _delivery(message, json.loads(message.data), _as_is)
+
+
+def _delivery(message: Message, data: Any, time: Callable[[datetime | None], Any]) -> dict[str, Any]:
+    """The delivery fields, with `data` given and each time passed through `time`."""
     return {
         "id": message.id,
         "topic": message.topic,
         "group": message.group_name,
-        "data": json.loads(message.data),
+        "data": data,
         "key": message.key,
         "headers": message.headers or {},
         "attempt": message.attempt,
         "retry_remaining": message.retry_remaining,
         "timeout_seconds": message.timeout_seconds,
-        "effect_time": message.effect_time,
-        "add_time": message.add_time,
-        "lease_expires_at": message.lease_expires_at,
+        "effect_time": time(message.effect_time),
+        "add_time": time(message.add_time),
+        "lease_expires_at": time(message.lease_expires_at),
     }
+
+
+def _as_is(value: datetime | None) -> datetime | None:
+    return value
 
 
 # A pull answer is encoded with a stand-in for each message's data, which the stored text then
@@ -69,23 +78,7 @@ def pull_answer(messages: Sequence[Message]) -> bytes:
             text = times[value] = text[:-6] + "Z" if text.endswith("+00:00") else text
         return text
 
-    body = _ENCODER.encode({"messages": [
-        {
-            "id": m.id,
-            "topic": m.topic,
-            "group": m.group_name,
-            "data": _DATA_STANDIN,
-            "key": m.key,
-            "headers": m.headers or {},
-            "attempt": m.attempt,
-            "retry_remaining": m.retry_remaining,
-            "timeout_seconds": m.timeout_seconds,
-            "effect_time": time_text(m.effect_time),
-            "add_time": time_text(m.add_time),
-            "lease_expires_at": time_text(m.lease_expires_at),
-        }
-        for m in messages
-    ]})
+    body = _ENCODER.encode({"messages": [_delivery(m, _DATA_STANDIN, time_text) for m in messages]})
     pieces = body.split(_DATA_STANDIN_ENCODED)
     if len(pieces) != len(messages) + 1:
         # A key or header holds the stand-in's text: no telling the pieces apart.
