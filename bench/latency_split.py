@@ -5,7 +5,10 @@ apart) and splits each sample at the two moments the broker records in the trace
 - the produce call's start (client clock) -> the broker's PRODUCED time (request reached the
   produce service);
 - PRODUCED -> PULLED (insert, commit, wake-up, and the claim's start in the waiting pull);
-- PULLED -> the handler's start (claim transaction, pull answer, SDK dispatch).
+  zero when the produce hands the message to the waiting pull (messages/services/handoff.py:
+  both rows are written in the produce's transaction, with one time);
+- PULLED -> the handler's start (claim transaction or, handed off, the produce's insert and
+  commit; pull answer, SDK dispatch).
 One machine, one clock. Prints medians; not part of `bench all`.
 """
 

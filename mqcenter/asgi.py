@@ -76,6 +76,7 @@ async def lifespan(receive: Any, send: Any) -> None:
     from asgiref.sync import sync_to_async
     from django.conf import settings
 
+    from mqcenter.heap import heap_settle
     from registry.node import BrokerNodeLoop
 
     node: BrokerNodeLoop | None = None
@@ -86,6 +87,7 @@ async def lifespan(receive: Any, send: Any) -> None:
             if url:
                 node = BrokerNodeLoop(url)
                 node.start()
+            heap_settle()
             await send({"type": "lifespan.startup.complete"})
         elif event["type"] == "lifespan.shutdown":
             if node is not None:

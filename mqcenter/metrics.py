@@ -9,6 +9,10 @@ registry = CollectorRegistry(auto_describe=True)
 produced = Counter("mq_messages_produced", "Messages stored by produce", ["topic"], registry=registry)
 duplicates = Counter("mq_messages_duplicate", "Produce items answered from dedup", ["topic"], registry=registry)
 delivered = Counter("mq_messages_delivered", "Messages claimed by consumers", ["topic", "group"], registry=registry)
+handed_off = Counter(
+    "mq_messages_handed_off", "Messages a produce handed straight to a waiting pull (part of delivered)",
+    ["topic", "group"], registry=registry,
+)
 acked = Counter("mq_acks", "Ack results by outcome", ["outcome"], registry=registry)
 leases_expired = Counter("mq_leases_expired", "Leases recovered by the broker", registry=registry)
 pull_wait = Histogram(

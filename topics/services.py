@@ -189,9 +189,12 @@ def group_ensure(*, topic: Topic, name: str) -> TopicGroup:
 
 
 def groups_ensure(*, topic: Topic, names: Iterable[str]) -> None:
-    """Add the groups `names` that a (cached) topic does not list yet."""
+    """Add the groups `names` that a (cached) topic does not list yet, and list them: a
+    produce hands messages of a group it knows to waiting pulls (`handoff`)."""
     for name in set(names) - topic.group_rows.keys():  # type: ignore[attr-defined]
-        group_ensure(topic=topic, name=name)
+        group = group_ensure(topic=topic, name=name)
+        group.topic = topic
+        topic.group_rows[name] = group  # type: ignore[attr-defined]
 
 
 def topic_broadcast_groups(topic: Topic) -> list[str]:

@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from messages import sql
 from messages.models import Message, Status, TraceEvent
+from messages.services.handoff import handoffs
 from messages.services.retry import retry_delay_seconds
 from messages.services.trace import trace_row, trace_write
 from mqcenter import metrics
@@ -80,7 +81,7 @@ def messages_pull(
                     and not connection.in_atomic_block:
                 connection.close()
             if messages or remaining <= 0:
-                return _pulled(topic, group, messages, max_messages, started)
+                return _pulled(topic, group, messages, started, wake_more=len(messages) >= max_messages)
             wake.wait(_wait_timeout(remaining, next_due))
 
 
@@ -115,8 +116,14 @@ async def messages_pull_async(
             messages, next_due = claimed
             remaining = deadline - time.monotonic()
             if messages or remaining <= 0:
-                return _pulled(topic, group, messages, max_messages, started)
-            await wake.wait(_wait_timeout(remaining, next_due))
+                return _pulled(topic, group, messages, started, wake_more=len(messages) >= max_messages)
+            # Idle: open to a produce's hand-off while waiting (see `handoff`).
+            handed = await handoffs.wait(
+                (topic, group), principal, consumer, max_messages, wake, _wait_timeout(remaining, next_due)
+            )
+            if handed:
+                # The produce woke pulls for whatever it did not hand off.
+                return _pulled(topic, group, handed, started, wake_more=False)
 
 
 def _wait_timeout(remaining: float, next_due: datetime | None) -> float:
@@ -128,11 +135,11 @@ def _wait_timeout(remaining: float, next_due: datetime | None) -> float:
     return timeout
 
 
-def _pulled(topic: str, group: str, messages: list[Message], max_messages: int, started: float) -> list[Message]:
+def _pulled(topic: str, group: str, messages: list[Message], started: float, *, wake_more: bool) -> list[Message]:
     metrics.pull_wait.observe(time.monotonic() - started)
     if messages:
         metrics.delivered.labels(topic, group).inc(len(messages))
-    if len(messages) >= max_messages:
+    if wake_more:
         # A full pull means there may be more: wake two more waiters (queue claims also fan
         # out per combined round, COMBINED_FANOUT).
         wakeup_hub().notify_local([(topic, group)], limit=2)

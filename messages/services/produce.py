@@ -2,25 +2,31 @@
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from messages.models import Message, Status, TraceEvent
-from messages.services.trace import TraceRow, trace_write
+from messages.services.acks import messages_release
+from messages.services.handoff import Offer, Reservation, handoffs, reserved_shares
+from messages.services.trace import TraceRow, trace_row, trace_write
 from messages.sql import insert_values
 from mqcenter import metrics
 from mqcenter.auth import Principal
 from mqcenter.db import retry_on_lock_conflict
 from mqcenter.errors import Forbidden, InvalidRequest
+from registry.services import rank_cache
 from registry.wakeups import wakeup_hub
-from topics.models import Topic
+from topics.models import DeliveryMode, Topic
 from topics.services import DEFAULT_GROUP, groups_ensure, topic_broadcast_groups, topics_for_produce
+
+logger = logging.getLogger(__name__)
 
 # Two identical produces racing on a dedup_key: the loser's insert fails on the unique
 # index; the whole batch is retried once and then finds the winner's row.
@@ -114,22 +120,32 @@ def messages_produce(*, principal: Principal, items: list[ProduceItem]) -> list[
     ]
     for topic in topics.values():
         groups_ensure(topic=topic, names={g for item, t, groups in targets if t is topic for g in groups})
+    # Inside a caller's transaction the commit is the caller's: no pull may be promised
+    # messages that a later rollback takes back.
+    hand_off = not connection.in_atomic_block
     for attempt in range(DEDUP_RACE_RETRIES + 1):
+        reservation = Reservation()
         try:
             with transaction.atomic():
-                results, woken = _store(principal, targets)
+                results, woken = _store(principal, targets, reservation if hand_off else None)
                 transaction.on_commit(lambda pairs=woken: wakeup_hub().publish(pairs))
-            _count(results)
-            return results
-        except IntegrityError:
-            if attempt == DEDUP_RACE_RETRIES:
-                raise
+        except BaseException as exc:
+            handoffs.settle(reservation, committed=False)
+            if isinstance(exc, IntegrityError) and attempt < DEDUP_RACE_RETRIES:
+                continue
+            raise
+        _release(handoffs.settle(reservation, committed=True))
+        _count(results)
+        return results
     raise AssertionError("unreachable")
 
 
 def _store(
-    principal: Principal, targets: list[tuple[ProduceItem, Topic, list[str]]]
+    principal: Principal, targets: list[tuple[ProduceItem, Topic, list[str]]], reservation: Reservation | None
 ) -> tuple[list[ProduceResult], set[tuple[str, str]]]:
+    """Insert the batch (with its PRODUCED traces); messages handed off are inserted leased
+    to their pulls, with PULLED traces too. Returns the results and the (topic, group)
+    pairs left with NEW messages to wake pulls for."""
     now = timezone.now()
     rows = [_message_row(item, topic, group, now) for item, topic, groups in targets for group in groups]
     existing = _existing_by_dedup(rows)
@@ -151,15 +167,68 @@ def _store(
         plan.append((len(fresh), False))
         fresh.append(row)
 
+    shares = _hand_off(reservation, fresh, {t.name: t for _, t, _ in targets}, now) if reservation else []
     ids = insert_values(Message, fresh, return_ids=True)
     actor = principal.name[:200]
-    trace_write(TraceRow(new_id, TraceEvent.PRODUCED, actor, now, 0, None, None, Status.NEW, "") for new_id in ids)
+    traces = [TraceRow(new_id, TraceEvent.PRODUCED, actor, now, 0, None, None, Status.NEW, "") for new_id in ids]
+    for offer, indexes in shares:
+        offer.messages = [_handed_message(fresh[i], ids[i]) for i in indexes]
+        rank, total = rank_cache.rank(offer.consumer, *offer.pair)
+        traces.extend(trace_row(m, TraceEvent.PULLED, at=now, actor=offer.consumer, rank=rank, total=total)
+                      for m in offer.messages)
+    trace_write(traces)
+    # A handed-off message is answered as stored (NEW), as API.md shows; its PULLED trace
+    # row, written in the same transaction, tells the rest.
     results = [
         step if isinstance(step, ProduceResult)
         else ProduceResult(ids[step[0]], fresh[step[0]].topic, fresh[step[0]].group_name, Status.NEW, step[1])
         for step in plan
     ]
-    return results, {(r.topic, r.group_name) for r in fresh}
+    return results, {(r.topic, r.group_name) for r in fresh if r.status == Status.NEW}
+
+
+def _hand_off(
+    reservation: Reservation, fresh: list[NewMessage], topics: dict[str, Topic], now: datetime
+) -> list[tuple[Offer, list[int]]]:
+    """Lease what idle pulls of this process can take (see `handoff`): the rows in `fresh`
+    are replaced by leased ones. Returns each reserved pull with the indexes of its rows."""
+    due: dict[tuple[str, str], list[int]] = {}
+    for index, row in enumerate(fresh):
+        if row.effect_time <= now:
+            due.setdefault((row.topic, row.group_name), []).append(index)
+    shares: list[tuple[Offer, list[int]]] = []
+    for pair, indexes in due.items():
+        topic = topics[pair[0]]
+        group = topic.group_rows.get(pair[1])  # type: ignore[attr-defined]
+        if topic.paused or group is None or group.mode != DeliveryMode.QUEUE:
+            continue
+        offers = handoffs.reserve(reservation, pair, len(indexes), topic.biz_id)
+        for offer, share in reserved_shares(offers, indexes):
+            for index in share:
+                row = fresh[index]
+                fresh[index] = row._replace(
+                    status=Status.RUNNING, attempt=1, lease_owner=offer.consumer,
+                    lease_expires_at=now + timedelta(seconds=row.timeout_seconds + settings.MQ_LEASE_GRACE_SECONDS),
+                )
+            shares.append((offer, share))
+    return shares
+
+
+def _handed_message(row: NewMessage, new_id: int) -> Message:
+    """The stored row as a claim would have read it back. Positional: a quarter of the cost
+    of keyword arguments, for a thousand messages handed at once."""
+    message = Message(new_id, *row)
+    message.effect_time = row.effect_time.astimezone(UTC)  # the database answers in UTC
+    return message
+
+
+def _release(abandoned: list[Offer]) -> None:
+    """Hand back what was committed for pulls cancelled meanwhile (no attempt spent)."""
+    for offer in abandoned:
+        try:
+            messages_release(principal=offer.principal, consumer=offer.consumer, ids=[m.id for m in offer.messages])
+        except Exception:  # the leases expire and recovery redelivers
+            logger.warning("could not release messages handed to a cancelled pull", exc_info=True)
 
 
 def _count(results: list[ProduceResult]) -> None:

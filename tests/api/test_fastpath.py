@@ -137,7 +137,8 @@ def test_it_rate_limits_pull_and_ack_with_429_and_retry_after(consumer_api, sett
 
 def test_waiting_pulls_hold_no_thread_and_each_gets_its_own_message(shop, producer_api):
     """A hundred long-polls wait on the event loop; a produce of a hundred messages reaches
-    them through combined claims, one message each, none twice."""
+    them (handed off by the produce, messages/services/handoff.py), one message each, none
+    twice."""
     consumer = make_api(["consume:orders*"], shop)
     waiters = 100
     loop, client = AsgiClient._start()
