@@ -28,7 +28,6 @@ Nothing is lost on any path:
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,8 +36,6 @@ from messages.models import Message
 from mqcenter import metrics
 from mqcenter.auth import Principal
 from registry.wakeups import LoopEvent
-
-logger = logging.getLogger(__name__)
 
 Pair = tuple[str, str]
 
@@ -128,15 +125,15 @@ class HandOffs:
             if not idle:
                 return taken
             room = 0
-            for offer in list(idle):
+            for offer in idle:
                 if room >= count:
                     break
-                if not offer.principal.may_biz(biz_id):  # the topic moved since the pull began
-                    continue
+                if offer.principal.may_biz(biz_id):  # else the topic moved since the pull began
+                    taken.append(offer)
+                    room += offer.limit
+            for offer in taken:
                 del idle[offer]
                 offer.state = RESERVED
-                taken.append(offer)
-                room += offer.limit
             if not idle:
                 del self._idle[pair]
         reservation.offers.extend(taken)
