@@ -36,7 +36,7 @@ Pair = tuple[str, str]
 class LoopEvent:
     """What a coroutine waits on where a thread would wait on a `threading.Event`: `set()`
     from any thread wakes the waiting coroutine on its event loop. `clear()` and `wait()`
-    belong to the loop's thread.
+    belong to the loop's thread, and one coroutine waits on it at a time.
 
     A bare future and a timer, not `asyncio.wait_for` on an `asyncio.Event`: on Python 3.11
     `wait_for` wraps each wait in a task of its own, and a thousand pulls woken together
