@@ -20,7 +20,7 @@ from django.db import connection, transaction
 
 from messages.models import Message, MessageTrace, Status, TraceEvent
 from messages.services import ProduceItem, messages_produce
-from messages.services.handoff import HandOffs, Reservation, handoffs, reserved_shares
+from messages.services.handoff import HandOffs, Offer, Reservation, handoffs, reserved_shares
 from mqcenter import metrics
 from tests.api.helpers import produce
 from tests.conftest import Api, make_api
@@ -266,8 +266,6 @@ def test_a_reservation_given_back_puts_the_pull_first_in_line_again() -> None:
             self.woken += 1
 
     registry = HandOffs()
-    from messages.services.handoff import Offer
-
     offers = [Offer(("t", "g"), BROKER, f"c{n}", 2, Wake()) for n in range(3)]  # type: ignore[arg-type]
     for offer in offers:
         registry._idle.setdefault(("t", "g"), {})[offer] = None
