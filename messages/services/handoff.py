@@ -10,7 +10,9 @@ the pull answers from memory once that transaction commits.
 
 What may be handed: a fresh (not a dedup repeat), due message of a queue-mode group whose
 topic is not paused. Serial and sharded groups keep their claims, whose ordering rules need
-the database's view of the group. Pulls in other broker processes are woken as before.
+the database's view of the group. The pulls that take part are the fast path's coroutines
+(`messages_pull_async`); a pull waiting on a thread (`MQ_FAST_PATH=0`, or a request the fast
+path leaves to Django) and pulls in other broker processes are woken and claim as before.
 
 Nothing is lost on any path:
 - A pull is reserved under a lock before the insert, so no two produces hand to one pull.
