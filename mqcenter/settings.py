@@ -107,6 +107,10 @@ _db = DATABASES["default"]
 if _db["ENGINE"] == "django.db.backends.mysql":
     from mqcenter.mysql_conversions import CONVERSIONS
 
+    # Django's backend, with one START TRANSACTION per transaction in place of two SETs of
+    # autocommit (see the module).
+    _db["ENGINE"] = "mqcenter.db_backends.mysql"
+
     # READ COMMITTED: claims use SELECT ... FOR UPDATE SKIP LOCKED and must not take gap
     # locks that would serialize concurrent claimers.
     _db.setdefault("OPTIONS", {}).update(
