@@ -28,9 +28,12 @@ from topics.services import DEFAULT_GROUP, groups_ensure, topic_broadcast_groups
 
 logger = logging.getLogger(__name__)
 
-# Two identical produces racing on a dedup_key: the loser's insert fails on the unique
-# index; the whole batch is retried once and then finds the winner's row.
-DEDUP_RACE_RETRIES = 2
+# A batch is first inserted without looking its dedup keys up: the SDK gives every message
+# a key of its own, so nearly every key is new, and the look-up was one of a produce's five
+# statements. A key already stored fails the insert on the unique index, and the batch is
+# retried with the look-up, which answers the stored message as the duplicate. Once more for
+# two identical produces racing: the loser's insert fails and its retry finds the winner's row.
+DEDUP_RACE_RETRIES = 3
 
 
 @dataclass(frozen=True)
@@ -127,7 +130,8 @@ def messages_produce(*, principal: Principal, items: list[ProduceItem]) -> list[
         reservation = Reservation()
         try:
             with transaction.atomic():
-                results, woken = _store(principal, targets, reservation if hand_off else None)
+                results, woken = _store(principal, targets, reservation if hand_off else None,
+                                        look_up_dedup=attempt > 0)
                 transaction.on_commit(lambda pairs=woken: wakeup_hub().publish(pairs))
         except BaseException as exc:
             handoffs.settle(reservation, committed=False)
@@ -141,14 +145,16 @@ def messages_produce(*, principal: Principal, items: list[ProduceItem]) -> list[
 
 
 def _store(
-    principal: Principal, targets: list[tuple[ProduceItem, Topic, list[str]]], reservation: Reservation | None
+    principal: Principal, targets: list[tuple[ProduceItem, Topic, list[str]]], reservation: Reservation | None,
+    *, look_up_dedup: bool,
 ) -> tuple[list[ProduceResult], set[tuple[str, str]]]:
     """Insert the batch (with its PRODUCED traces); messages handed off are inserted leased
     to their pulls, with PULLED traces too. Returns the results and the (topic, group)
-    pairs left with NEW messages to wake pulls for."""
+    pairs left with NEW messages to wake pulls for. Without `look_up_dedup`, a dedup key
+    already stored fails the insert (IntegrityError) instead of answering the duplicate."""
     now = timezone.now()
     rows = [_message_row(item, topic, group, now) for item, topic, groups in targets for group in groups]
-    existing = _existing_by_dedup(rows)
+    existing = _existing_by_dedup(rows) if look_up_dedup else {}
     fresh: list[NewMessage] = []  # the rows to insert
     # Per row, in order: the stored duplicate it repeats, or (index in `fresh`, duplicate?).
     plan: list[ProduceResult | tuple[int, bool]] = []

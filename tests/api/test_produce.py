@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from messages.models import Message, MessageTrace
@@ -128,6 +130,26 @@ def test_it_dedups_within_one_batch_and_per_group(producer_api):
     assert [e["duplicate"] for e in entries] == [False, True, False]
     assert entries[0]["id"] == entries[1]["id"] != entries[2]["id"]
     assert Message.objects.count() == 2
+
+
+def test_new_dedup_keys_are_inserted_without_being_looked_up_first(producer_api):
+    produce(producer_api, {"topic": "orders", "data": 0})  # the topic and its group exist now
+    with CaptureQueriesContext(connection) as queries:
+        produce(producer_api, {"topic": "orders", "data": 1, "dedup_key": "a"},
+                {"topic": "orders", "data": 2, "dedup_key": "b"})
+    statements = [q["sql"] for q in queries.captured_queries]
+    assert not [sql for sql in statements if sql.startswith("SELECT") and "dedup_key" in sql], statements
+    assert Message.objects.filter(dedup_key__in=["a", "b"]).count() == 2
+
+
+def test_a_batch_mixing_stored_and_new_dedup_keys_stores_only_the_new(producer_api):
+    [stored] = produce(producer_api, {"topic": "orders", "data": 1, "dedup_key": "old"})
+    entries = produce(producer_api, {"topic": "orders", "data": 2, "dedup_key": "new"},
+                      {"topic": "orders", "data": 3, "dedup_key": "old"})
+    assert [e["duplicate"] for e in entries] == [False, True]
+    assert entries[1]["id"] == stored["id"]
+    assert sorted(Message.objects.values_list("dedup_key", "data")) == [("new", "2"), ("old", "1")]
+    assert MessageTrace.objects.filter(event="produced").count() == 2
 
 
 def test_it_broadcasts_to_declared_and_registered_groups(admin_api, producer_api, consumer_api):
