@@ -1,0 +1,87 @@
+"""Database statements per request: `python -m bench.statements [--requests 300]`.
+
+One broker process (runbroker, 1 worker) on a scratch database and one keep-alive client
+send, back to back, 1-message produces carrying a dedup key as the SDK's do, then pulls of 1
+message each followed by its ack. MariaDB's global counters before and after give the
+statements each request cost (`Questions`: every statement the clients sent; pings are not
+statements), and of them the transaction starts (`Com_begin`), autocommit switches
+(`Com_set_option`) and SELECTs. The counters are server-wide: run it on an otherwise idle
+database. Not part of `bench all`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import uuid
+from typing import Any
+
+from bench import load
+from bench.common import BenchBroker, mysql_connect
+
+COUNTERS = ("Questions", "Com_begin", "Com_set_option", "Com_select")
+
+
+def _counters(cursor: Any) -> dict[str, int]:
+    names = ", ".join(f"'{name}'" for name in COUNTERS)
+    cursor.execute(f"SHOW GLOBAL STATUS WHERE Variable_name IN ({names})")
+    return {name: int(value) for name, value in cursor.fetchall()}
+
+
+def measure(requests: int) -> dict[str, dict[str, float]]:
+    broker = BenchBroker("statements", serving="uvicorn1")
+    broker.setup()
+    broker.start()
+    db = mysql_connect()
+    try:
+        load.ensure_topic(broker, "st")
+        host, port = broker.url.split("//")[1].split(":")
+        conn = http.client.HTTPConnection(host, int(port))
+        headers = {"Authorization": f"Bearer {broker.token}", "Content-Type": "application/json"}
+
+        def post(path: str, body: Any) -> Any:
+            conn.request("POST", path, json.dumps(body), headers)
+            answer = conn.getresponse()
+            payload = answer.read()
+            if answer.status >= 300:
+                raise RuntimeError(f"{path}: {answer.status} {payload[:200]!r}")
+            return json.loads(payload)
+
+        def produce() -> None:
+            post("/api/v1/messages", {"messages": [{"topic": "st", "data": 1, "dedup_key": f"sdk-{uuid.uuid4()}"}]})
+
+        def pull_and_ack() -> None:
+            [message] = post("/api/v1/pull", {"topic": "st", "consumer": "c1", "max_messages": 1,
+                                              "wait_seconds": 0})["messages"]
+            post("/api/v1/ack", {"consumer": "c1", "results": [{"id": message["id"], "status": "SUCCESS"}]})
+
+        produce()  # warm: the topic's group row and the broker's caches
+        cursor = db.cursor()
+        out = {}
+        for name, request in (("produce 1 message (with a dedup key)", produce), ("pull 1 + ack 1", pull_and_ack)):
+            before = _counters(cursor)
+            for _ in range(requests):
+                request()
+            after = _counters(cursor)
+            # The SHOW of `after` is itself one statement.
+            out[name] = {counter: (after[counter] - before[counter] - (counter == "Questions")) / requests
+                         for counter in COUNTERS}
+        return out
+    finally:
+        db.close()
+        broker.teardown()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=300)
+    args = parser.parse_args()
+    print(f"{'request':40} " + " ".join(f"{c:>15}" for c in COUNTERS))
+    for name, counts in measure(args.requests).items():
+        print(f"{name:40} " + " ".join(f"{counts[c]:15.2f}" for c in COUNTERS))
+    print(f"(per request, {args.requests} requests each; server-wide counters)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,25 @@
+"""`python -m bench.statements` counts what a request costs the database, and the hot requests
+stay as lean as this session made them: a produce is START TRANSACTION, two INSERTs and
+COMMIT (no dedup look-up, no autocommit switches); a pull and its ack are five each."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import statements
+
+pytestmark = pytest.mark.e2e
+
+# The counters are server-wide: the broker's own registry heartbeat adds a little.
+SLACK = 0.5
+
+
+def test_a_produce_costs_four_statements_and_a_pull_and_ack_ten() -> None:
+    counts = statements.measure(60)
+    produce, pull_ack = counts["produce 1 message (with a dedup key)"], counts["pull 1 + ack 1"]
+    assert 4 <= produce["Questions"] <= 4 + SLACK, produce
+    assert produce["Com_select"] < SLACK, produce  # new dedup keys are not looked up
+    assert 10 <= pull_ack["Questions"] <= 10 + SLACK, pull_ack
+    for counts_of in (produce, pull_ack):
+        assert counts_of["Com_set_option"] < SLACK, counts_of
+    assert round(produce["Com_begin"]) == 1 and round(pull_ack["Com_begin"]) == 2
