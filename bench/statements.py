@@ -3,9 +3,10 @@
 One broker process (runbroker, 1 worker) on a scratch database and one keep-alive client
 send, back to back, 1-message produces carrying a dedup key as the SDK's do, then pulls of 1
 message each followed by its ack. MariaDB's global counters before and after give the
-statements each request cost (`Questions`: every statement the clients sent; pings are not
-statements), and of them the transaction starts (`Com_begin`), autocommit switches
-(`Com_set_option`) and SELECTs. The counters are server-wide: run it on an otherwise idle
+statements each request cost (`Questions`: every statement the clients sent), and of them
+the transaction starts (`Com_begin`), autocommit switches (`Com_set_option`) and SELECTs;
+and the pings, which are not statements (`Com_admin_commands`: Django's connection health
+check). The counters are server-wide: run it on an otherwise idle
 database. Not part of `bench all`.
 """
 
@@ -20,7 +21,7 @@ from typing import Any
 from bench import load
 from bench.common import BenchBroker, mysql_connect
 
-COUNTERS = ("Questions", "Com_begin", "Com_set_option", "Com_select")
+COUNTERS = ("Questions", "Com_begin", "Com_set_option", "Com_select", "Com_admin_commands")
 
 
 def _counters(cursor: Any) -> dict[str, int]:
@@ -77,9 +78,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=300)
     args = parser.parse_args()
-    print(f"{'request':40} " + " ".join(f"{c:>15}" for c in COUNTERS))
+    print(f"{'request':40} " + " ".join(f"{c:>19}" for c in COUNTERS))
     for name, counts in measure(args.requests).items():
-        print(f"{name:40} " + " ".join(f"{counts[c]:15.2f}" for c in COUNTERS))
+        print(f"{name:40} " + " ".join(f"{counts[c]:19.2f}" for c in COUNTERS))
     print(f"(per request, {args.requests} requests each; server-wide counters)")
 
 

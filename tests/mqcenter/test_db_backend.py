@@ -1,9 +1,12 @@
-"""The MySQL backend opens an atomic block's transaction with one START TRANSACTION and never
-switches the session's autocommit (mqcenter/db_backends/mysql), with transactions as before:
+"""The MySQL backend (mqcenter/db_backends/mysql) opens an atomic block's transaction with one
+START TRANSACTION and never switches the session's autocommit, with transactions as before:
 rolled back whole on an error, locks held until the commit, and hand-managed autocommit
-still Django's."""
+still Django's. Its health check pings only a connection with something to read, and still
+replaces a connection the server closed before the next query runs on it."""
 
 from __future__ import annotations
+
+import time
 
 import MySQLdb
 import pytest
@@ -102,3 +105,33 @@ def test_autocommit_switched_off_by_hand_keeps_the_session_in_a_transaction():
     finally:
         transaction.set_autocommit(True)
     assert connection.connection.get_autocommit()
+
+
+def _connection_id() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT CONNECTION_ID()")
+        return int(cursor.fetchone()[0])
+
+
+def test_a_healthy_connection_passes_the_health_check_without_a_ping():
+    assert connection.health_check_enabled
+    first = _connection_id()
+    pings = _status("Com_admin_commands")
+    for _ in range(5):
+        connection.close_if_unusable_or_obsolete()  # what every request does first
+        assert _connection_id() == first
+    assert _status("Com_admin_commands") == pings
+
+
+def test_a_connection_the_server_closed_is_replaced_before_the_next_query():
+    killed = _connection_id()
+    other = _other_connection()
+    try:
+        other.cursor().execute(f"KILL {killed}")
+    finally:
+        other.close()
+    deadline = time.monotonic() + 5
+    while connection._nothing_to_read() and time.monotonic() < deadline:  # the close is on its way
+        time.sleep(0.01)
+    connection.close_if_unusable_or_obsolete()  # the next request begins
+    assert _connection_id() != killed
