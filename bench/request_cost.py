@@ -35,25 +35,23 @@ def measure(serving: Serving, requests: int) -> dict[str, tuple[float, float]]:
     broker.start()
     try:
         load.ensure_topic(broker, "reqcost")
-        host, port = broker.url.split("//")[1].split(":")
-        conn = http.client.HTTPConnection(host, int(port))
-        headers = {**broker.headers(), "Content-Type": "application/json"}
+        conn, headers = connect(broker)
         for _ in range((requests + 20) // 100 + 1):  # messages for the pull + ack case
-            _send(conn, headers, "POST", "/api/v1/messages", {"messages": [{"topic": "reqcost", "data": 0}] * 100})
+            send(conn, headers, "POST", "/api/v1/messages", {"messages": [{"topic": "reqcost", "data": 0}] * 100})
 
         def pull_and_ack() -> float:
-            took, answer = _send(conn, headers, "POST", "/api/v1/pull",
+            took, answer = send(conn, headers, "POST", "/api/v1/pull",
                                  {"topic": "reqcost", "consumer": "c", "max_messages": 1})
             [message] = answer["messages"]
-            acked, _ = _send(conn, headers, "POST", "/api/v1/ack",
+            acked, _ = send(conn, headers, "POST", "/api/v1/ack",
                              {"consumer": "c", "results": [{"id": message["id"], "status": "SUCCESS"}]})
             return took + acked
 
         cases: dict[str, Callable[[], float]] = {
-            "GET /healthz": lambda: _send(conn, headers, "GET", "/healthz", None)[0],
-            "produce 1 message": lambda: _send(conn, headers, "POST", "/api/v1/messages",
+            "GET /healthz": lambda: send(conn, headers, "GET", "/healthz", None)[0],
+            "produce 1 message": lambda: send(conn, headers, "POST", "/api/v1/messages",
                                                {"messages": [{"topic": "reqcost", "group": "other", "data": 1}]})[0],
-            "pull, nothing there": lambda: _send(conn, headers, "POST", "/api/v1/pull",
+            "pull, nothing there": lambda: send(conn, headers, "POST", "/api/v1/pull",
                                                  {"topic": "reqcost", "group": "nobody", "consumer": "c"})[0],
             "pull 1 + ack 1": pull_and_ack,
         }
@@ -71,7 +69,13 @@ def measure(serving: Serving, requests: int) -> dict[str, tuple[float, float]]:
         broker.teardown()
 
 
-def _send(conn: http.client.HTTPConnection, headers: dict[str, str], method: str, path: str,
+def connect(broker: BenchBroker) -> tuple[http.client.HTTPConnection, dict[str, str]]:
+    """One keep-alive connection to `broker`, and the headers of a JSON API call."""
+    host, port = broker.url.split("//")[1].split(":")
+    return http.client.HTTPConnection(host, int(port)), {**broker.headers(), "Content-Type": "application/json"}
+
+
+def send(conn: http.client.HTTPConnection, headers: dict[str, str], method: str, path: str,
           body: Any) -> tuple[float, Any]:
     began = time.perf_counter()
     conn.request(method, path, body=None if body is None else json.dumps(body), headers=headers)

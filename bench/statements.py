@@ -13,13 +13,12 @@ database. Not part of `bench all`.
 from __future__ import annotations
 
 import argparse
-import http.client
-import json
 import uuid
 from typing import Any
 
 from bench import load
 from bench.common import BenchBroker, mysql_connect
+from bench.request_cost import connect, send
 
 COUNTERS = ("Questions", "Com_begin", "Com_set_option", "Com_select", "Com_admin_commands")
 
@@ -37,25 +36,18 @@ def measure(requests: int) -> dict[str, dict[str, float]]:
     db = mysql_connect()
     try:
         load.ensure_topic(broker, "st")
-        host, port = broker.url.split("//")[1].split(":")
-        conn = http.client.HTTPConnection(host, int(port))
-        headers = {"Authorization": f"Bearer {broker.token}", "Content-Type": "application/json"}
-
-        def post(path: str, body: Any) -> Any:
-            conn.request("POST", path, json.dumps(body), headers)
-            answer = conn.getresponse()
-            payload = answer.read()
-            if answer.status >= 300:
-                raise RuntimeError(f"{path}: {answer.status} {payload[:200]!r}")
-            return json.loads(payload)
+        conn, headers = connect(broker)
 
         def produce() -> None:
-            post("/api/v1/messages", {"messages": [{"topic": "st", "data": 1, "dedup_key": f"sdk-{uuid.uuid4()}"}]})
+            send(conn, headers, "POST", "/api/v1/messages",
+                 {"messages": [{"topic": "st", "data": 1, "dedup_key": f"sdk-{uuid.uuid4()}"}]})
 
         def pull_and_ack() -> None:
-            [message] = post("/api/v1/pull", {"topic": "st", "consumer": "c1", "max_messages": 1,
-                                              "wait_seconds": 0})["messages"]
-            post("/api/v1/ack", {"consumer": "c1", "results": [{"id": message["id"], "status": "SUCCESS"}]})
+            _, answer = send(conn, headers, "POST", "/api/v1/pull",
+                             {"topic": "st", "consumer": "c1", "max_messages": 1, "wait_seconds": 0})
+            [message] = answer["messages"]
+            send(conn, headers, "POST", "/api/v1/ack",
+                 {"consumer": "c1", "results": [{"id": message["id"], "status": "SUCCESS"}]})
 
         produce()  # warm: the topic's group row and the broker's caches
         cursor = db.cursor()
@@ -68,6 +60,7 @@ def measure(requests: int) -> dict[str, dict[str, float]]:
             # The SHOW of `after` is itself one statement.
             out[name] = {counter: (after[counter] - before[counter] - (counter == "Questions")) / requests
                          for counter in COUNTERS}
+        conn.close()
         return out
     finally:
         db.close()

@@ -35,8 +35,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     def close_if_health_check_failed(self) -> None:
         # Only the per-request check: after an error Django pings through is_usable() as before.
-        if self.connection is not None and self.health_check_enabled and not self.health_check_done \
-                and self._nothing_to_read():
+        due = self.connection is not None and self.health_check_enabled and not self.health_check_done
+        if due and self._nothing_to_read():
             self.health_check_done = True
             return
         super().close_if_health_check_failed()
