@@ -8,6 +8,10 @@ per process, however many pulls wait); without it (the quick start) it stays in-
 Wake-ups are an optimisation, never the source of truth: a waiting pull also re-checks
 the database on a short fallback interval, so a lost wake-up (Redis down, a publish that
 raced a subscribe) only costs latency, never a message.
+
+The same subscriber carries hand-offs between processes (messages/services/handoff.py): each
+process also listens on a channel of its own, and keeps a short-lived "alive" key in Redis
+while it listens, so that no other process hands messages to its pulls after it died.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ logger = logging.getLogger(__name__)
 
 CHANNEL = "mqcenter:wake"
 WAKE_PER_PAIR = 2
+#: How long a process's "alive" key outlives its last refresh (refreshed every second).
+ALIVE_SECONDS = 3
 Pair = tuple[str, str]
 
 
@@ -99,6 +105,7 @@ class WakeupHub:
         self._callbacks: dict[Pair, set[Callable[[Pair], None]]] = {}
         self._listener: threading.Thread | None = None
         self._publisher = None
+        self._direct: Callable[[bytes], None] | None = None
         # True while the Redis subscriber is connected (or when there is no Redis): waiting
         # pulls then trust wake-ups and fall back to polling only rarely.
         self.connected = not redis_url
@@ -108,6 +115,15 @@ class WakeupHub:
         """Tells this process's own signals apart when Redis echoes them back (read per
         call: a forked child is another process)."""
         return f"{socket.gethostname()}:{os.getpid()}:{id(self)}"
+
+    @property
+    def direct_channel(self) -> str:
+        """This process's own channel (hand-offs from other processes arrive on it)."""
+        return direct_channel(self.origin)
+
+    @property
+    def alive_key(self) -> str:
+        return alive_key(self.origin)
 
     # --- waiting -------------------------------------------------------------------------
 
@@ -205,6 +221,16 @@ class WakeupHub:
         except Exception as exc:  # noqa: BLE001 - Redis is not on the durability path
             logger.warning("wake-up publish failed (%s); woke local pulls only", exc)
 
+    def send_direct(self, origin: str, payload: str) -> int:
+        """Publish `payload` to one process's own channel. Returns how many subscribers got
+        it: 0 when that process is gone (raises if Redis fails)."""
+        return int(self._redis_publisher().publish(direct_channel(origin), payload))
+
+    def on_direct(self, handler: Callable[[bytes], None]) -> None:
+        """Call `handler(payload)` (on the subscriber thread) for each direct message."""
+        self._direct = handler
+        self._ensure_listener()
+
     def _redis_publisher(self):  # type: ignore[no-untyped-def]
         if self._publisher is None:
             import redis
@@ -236,16 +262,27 @@ class WakeupHub:
                     self.redis_url, socket_connect_timeout=1, health_check_interval=10
                 )
                 pubsub = client.pubsub(ignore_subscribe_messages=True)
-                pubsub.subscribe(CHANNEL)
+                direct = self.direct_channel
+                pubsub.subscribe(CHANNEL, direct)
+                client.set(self.alive_key, 1, ex=ALIVE_SECONDS)
+                refreshed = time.monotonic()
                 self.connected = True
                 backoff = 0.2
                 # Anything published while we were away is unknown: wake everyone once.
                 self._wake_all()
-                for item in pubsub.listen():
-                    if item.get("type") == "message":
-                        signal = json.loads(item["data"])
-                        if signal["from"] != self.origin:  # our own were woken when published
-                            self.notify_local([tuple(pair) for pair in signal["pairs"]])  # type: ignore[misc]
+                while True:
+                    item = pubsub.get_message(timeout=1.0)
+                    if time.monotonic() - refreshed >= 1.0:
+                        client.set(self.alive_key, 1, ex=ALIVE_SECONDS)
+                        refreshed = time.monotonic()
+                    if item is None or item.get("type") != "message":
+                        continue
+                    if item["channel"] == direct.encode():
+                        self._on_direct(item["data"])
+                        continue
+                    signal = json.loads(item["data"])
+                    if signal["from"] != self.origin:  # our own were woken when published
+                        self.notify_local([tuple(pair) for pair in signal["pairs"]])  # type: ignore[misc]
             except Exception as exc:  # noqa: BLE001 - reconnect on any failure
                 if self.connected:
                     logger.warning("wake-up subscriber lost Redis (%s); polling meanwhile", exc)
@@ -253,10 +290,26 @@ class WakeupHub:
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
 
+    def _on_direct(self, payload: bytes) -> None:
+        if self._direct is None:
+            return
+        try:
+            self._direct(payload)
+        except Exception:
+            logger.exception("direct message handler failed")
+
     def _wake_all(self) -> None:
         with self._lock:
             pairs = list(self._waiters) + list(self._callbacks)
         self.notify_local(pairs, limit=1_000_000)
+
+
+def direct_channel(origin: str) -> str:
+    return f"{CHANNEL}:to:{origin}"
+
+
+def alive_key(origin: str) -> str:
+    return f"mqcenter:alive:{origin}"
 
 
 _hub: WakeupHub | None = None

@@ -229,12 +229,14 @@ def _handed_message(row: NewMessage, new_id: int) -> Message:
 
 
 def _release(abandoned: list[Offer]) -> None:
-    """Hand back what was committed for pulls cancelled meanwhile (no attempt spent)."""
+    """Hand back what was committed for pulls cancelled meanwhile, or waiting in a broker
+    process that is gone (no attempt spent)."""
     for offer in abandoned:
+        assert offer.principal is not None
         try:
             messages_release(principal=offer.principal, consumer=offer.consumer, ids=[m.id for m in offer.messages])
         except Exception:  # the leases expire and recovery redelivers
-            logger.warning("could not release messages handed to a cancelled pull", exc_info=True)
+            logger.warning("could not release messages handed to a pull that will not answer", exc_info=True)
 
 
 def _count(results: list[ProduceResult]) -> None:

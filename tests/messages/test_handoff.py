@@ -13,10 +13,12 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.db import connection, transaction
+from django.utils import timezone
 
 from messages.models import Message, MessageTrace, Status, TraceEvent
 from messages.services import ProduceItem, messages_produce
@@ -275,3 +277,225 @@ def test_a_reservation_given_back_puts_the_pull_first_in_line_again() -> None:
     assert registry.settle(reservation, committed=False) == []
     assert list(registry._idle[("t", "g")]) == offers  # given back ahead of the one after them
     assert [o.wake.woken for o in offers] == [0, 0, 0]  # still waiting: nobody to wake
+
+
+# --- across processes: the board in Redis ------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _empty_board() -> Any:
+    """No ticket left over from an earlier test (or run) of this database takes a message."""
+    from messages.services.handoff import offer_board
+
+    found = offer_board()
+    assert found is not None, "the test settings set REDIS_URL"
+    for key in found._client.scan_iter(f"{found.prefix}*"):
+        found._client.delete(key)
+    yield
+    for key in found._client.scan_iter(f"{found.prefix}*"):
+        found._client.delete(key)
+
+
+@pytest.fixture
+def board() -> Any:
+    from messages.services.handoff import offer_board
+
+    found = offer_board()
+    assert found is not None, "the test settings set REDIS_URL"
+    _wait_for(lambda: found.receiving(), "the wake-up subscriber to connect")
+    return found
+
+
+def _tickets(board: Any, topic: str, group: str = "default") -> list[dict[str, Any]]:
+    import json
+
+    return [json.loads(raw) for raw in board._client.lrange(board.key((topic, group)), 0, -1)]
+
+
+class OtherProcess:
+    """A broker process of the same database, seen from Redis: its "alive" key, a ticket of a
+    pull waiting in it, and its own channel, on which a test reads what produces send it."""
+
+    def __init__(self, board: Any, topic: str, consumer: str, *, limit: int = 1, alive: bool = True,
+                 bizs: list[int] | None = None) -> None:
+        import json
+
+        import redis
+
+        from registry.wakeups import alive_key, direct_channel
+
+        self.origin = f"elsewhere:{consumer}"
+        self.redis = redis.Redis.from_url(board.url)
+        if alive:
+            self.redis.set(alive_key(self.origin), 1, ex=30)
+        self.pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
+        self.pubsub.subscribe(direct_channel(self.origin))
+        ticket = {"n": self.origin, "o": 7, "c": consumer, "l": limit, "e": time.time() + 30, "b": bizs}
+        self.redis.rpush(board.key((topic, "default")), json.dumps(ticket))
+
+    def received(self, timeout: float = 5) -> Any:
+        import json
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            item = self.pubsub.get_message(timeout=0.1)
+            if item is not None:
+                return json.loads(item["data"])
+        return None
+
+    def close(self) -> None:
+        self.pubsub.close()
+        self.redis.close()
+
+
+def test_a_waiting_pull_is_listed_on_the_board_and_withdrawn_when_its_wait_ends(producer_api, consumer, board):
+    produce(producer_api, {"topic": "orders", "data": "first"})
+    Message.objects.all().delete()
+    pull = WaitingPull(consumer, "orders", "c1", max_messages=3, wait_seconds=0.5)
+    _waiting("orders", 1)
+    [ticket] = _tickets(board, "orders")
+    assert (ticket["n"], ticket["c"], ticket["l"]) == (board.origin, "c1", 3)
+    assert pull.messages() == []
+    assert _tickets(board, "orders") == []
+
+
+def test_a_produce_hands_to_a_pull_of_another_process_and_publishes_the_messages_to_it(producer_api, board):
+    produce(producer_api, {"topic": "orders", "data": "first"})
+    Message.objects.all().delete()
+    other = OtherProcess(board, "orders", "far-consumer", limit=2)
+    try:
+        entries = produce(producer_api, *({"topic": "orders", "data": {"n": i}} for i in range(3)))
+        sent = other.received()
+    finally:
+        other.close()
+    assert sent is not None, "nothing was published to the pull's process"
+    [[offer_id, wire]] = sent["handed"]
+    assert offer_id == 7
+    ids = [e["id"] for e in entries]
+    assert [values[0] for values in wire] == ids[:2]
+    rows = {m.id: m for m in Message.objects.filter(id__in=ids)}
+    assert [(rows[i].status, rows[i].lease_owner) for i in ids] == [
+        (Status.RUNNING, "far-consumer"), (Status.RUNNING, "far-consumer"), (Status.NEW, None)]
+    # What the other process answers is the stored row, times and all.
+    from messages.services.handoff import message_from_wire
+
+    handed = message_from_wire(wire[0])
+    stored = rows[ids[0]]
+    assert (handed.data, handed.lease_expires_at, handed.effect_time, handed.attempt) == (
+        stored.data, stored.lease_expires_at, stored.effect_time, 1)
+    events = _events(ids[0])
+    assert [(e, actor) for e, actor, _ in events][1:] == [(TraceEvent.PULLED, "far-consumer")]
+    assert events[0][2] == events[1][2]  # in the produce's transaction
+    assert _tickets(board, "orders") == []
+
+
+def test_messages_handed_to_a_process_that_stopped_listening_are_released_at_once(producer_api, board):
+    """Killed: its "alive" key outlives it by up to ALIVE_SECONDS, but its channel has no
+    subscriber from the moment it died, and the publish says so."""
+    produce(producer_api, {"topic": "orders", "data": "first"})
+    Message.objects.all().delete()
+    other = OtherProcess(board, "orders", "killed-consumer")
+    other.close()
+    [entry] = produce(producer_api, {"topic": "orders", "data": 1})
+    stored = Message.objects.get(id=entry["id"])
+    assert (stored.status, stored.attempt, stored.lease_owner) == (Status.NEW, 0, None)
+    assert [(e, actor) for e, actor, _ in _events(entry["id"])][1:] == [
+        (TraceEvent.PULLED, "killed-consumer"), (TraceEvent.RELEASED, "killed-consumer")]
+
+
+def test_a_ticket_of_a_process_that_died_is_dropped_not_handed_to(producer_api, board):
+    produce(producer_api, {"topic": "orders", "data": "first"})
+    Message.objects.all().delete()
+    other = OtherProcess(board, "orders", "dead-consumer", alive=False)
+    try:
+        [entry] = produce(producer_api, {"topic": "orders", "data": 1})
+        assert other.received(timeout=0.5) is None
+    finally:
+        other.close()
+    assert Message.objects.get(id=entry["id"]).status == Status.NEW
+    assert _tickets(board, "orders") == []
+
+
+def test_a_ticket_whose_token_may_not_reach_the_topic_stays_for_another_produce(producer_api, board):
+    produce(producer_api, {"topic": "orders", "data": "first"})
+    Message.objects.all().delete()
+    other_biz = (topic_cache.get("orders").biz_id or 0) + 1000
+    other = OtherProcess(board, "orders", "foreign-consumer", bizs=[other_biz])
+    try:
+        [entry] = produce(producer_api, {"topic": "orders", "data": 1})
+        assert other.received(timeout=0.5) is None
+    finally:
+        other.close()
+    assert Message.objects.get(id=entry["id"]).status == Status.NEW
+    assert [t["c"] for t in _tickets(board, "orders")] == ["foreign-consumer"]
+
+
+def _taken_by_another_process(board: Any, topic: str) -> dict[str, Any]:
+    """Take the one ticket of `topic` as a produce in another process would."""
+    [ticket] = board.take((topic, "default"), 1, topic_cache.get(topic).biz_id)
+    return ticket
+
+
+def _leased_as_handed(producer_api: Api, topic: str, consumer: str) -> Message:
+    """A message committed leased to `consumer`, as another process's hand-off commits it."""
+    [entry] = produce(producer_api, {"topic": topic, "data": {"far": True}})
+    Message.objects.filter(id=entry["id"]).update(status=Status.RUNNING, lease_owner=consumer, attempt=1,
+                                                   lease_expires_at=timezone.now() + timedelta(seconds=60))
+    return Message.objects.get(id=entry["id"])
+
+
+def _send_outcome(board: Any, ticket: dict[str, Any], messages: list[Message] | None) -> None:
+    import json
+
+    from messages.services.handoff import message_to_wire
+    from registry.wakeups import wakeup_hub
+
+    handed = None if messages is None else [message_to_wire(m) for m in messages]
+    wakeup_hub().send_direct(ticket["n"], json.dumps({"handed": [[ticket["o"], handed]]}))
+
+
+def test_a_pull_whose_ticket_was_taken_elsewhere_waits_past_its_wait_for_the_outcome(producer_api, consumer, board):
+    produce(producer_api, {"topic": "orders", "data": "first"})
+    Message.objects.all().delete()
+    pull = WaitingPull(consumer, "orders", "c1", wait_seconds=0.3)
+    _waiting("orders", 1)
+    ticket = _taken_by_another_process(board, "orders")
+    message = _leased_as_handed(producer_api, "orders", "c1")
+    time.sleep(0.6)  # the wait is over; withdrawing the ticket failed, so it waits for the outcome
+    assert not pull.future.done()
+    _send_outcome(board, ticket, [message])
+    [got] = pull.messages()
+    assert (got["id"], got["data"], got["attempt"]) == (message.id, {"far": True}, 1)
+    assert got["lease_expires_at"] == message.lease_expires_at.isoformat().replace("+00:00", "Z")
+
+
+def test_a_failed_produce_elsewhere_sends_the_pull_round_again(producer_api, consumer, board):
+    produce(producer_api, {"topic": "orders", "data": "first"})
+    Message.objects.all().delete()
+    pull = WaitingPull(consumer, "orders", "c1", wait_seconds=20)
+    _waiting("orders", 1)
+    ticket = _taken_by_another_process(board, "orders")
+    _send_outcome(board, ticket, None)
+    _waiting("orders", 1)  # listed again, open to the next produce
+    [entry] = produce(producer_api, {"topic": "orders", "data": 2})
+    assert [m["id"] for m in pull.messages()] == [entry["id"]]
+
+
+@pytest.mark.parametrize("how", ["cancelled", "outcome too late"])
+def test_messages_handed_to_a_pull_that_stopped_waiting_are_released(producer_api, consumer, board, how):
+    produce(producer_api, {"topic": "orders", "data": "first"})
+    Message.objects.all().delete()
+    pull = WaitingPull(consumer, "orders", "c1", wait_seconds=20 if how == "cancelled" else 0.2)
+    _waiting("orders", 1)
+    ticket = _taken_by_another_process(board, "orders")
+    message = _leased_as_handed(producer_api, "orders", "c1")
+    if how == "cancelled":
+        pull.future.cancel()
+        _wait_for(lambda: pull.future.done(), "the pull to end")
+    else:
+        assert pull.messages() == []  # gave up after its wait plus OUTCOME_SECONDS
+    _send_outcome(board, ticket, [message])
+    _wait_for(lambda: Message.objects.get(id=message.id).status == Status.NEW, "the late hand-off to be released")
+    released = Message.objects.get(id=message.id)
+    assert (released.attempt, released.lease_owner) == (0, None)
+    assert [e for e, _, _ in _events(message.id)][-1] == TraceEvent.RELEASED
