@@ -59,7 +59,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import close_old_connections, connection
@@ -321,11 +321,11 @@ class HandOffs:
             tickets = board.take(pair, count - room, biz_id)
             with self._lock:
                 for ticket in tickets:
-                    if ticket["n"] != board.origin:
-                        taken.append(Offer(pair, None, ticket["c"], ticket["l"], None, node=ticket["n"],
-                                           offer_id=ticket["o"]))
+                    if ticket.process != board.origin:
+                        taken.append(Offer(pair, None, ticket.consumer, int(ticket.limit), None,
+                                           node=ticket.process, offer_id=int(ticket.offer)))
                         continue
-                    offer = self._listed.get(ticket["o"])
+                    offer = self._listed.get(int(ticket.offer))
                     if offer is None or offer.state not in (IDLE, LEAVING):
                         continue  # it stopped waiting (cancelled): hand it nothing
                     if offer.state == IDLE:
@@ -383,8 +383,9 @@ class HandOffs:
                 # Nobody listens on that process's channel: it died (or lost Redis) since it
                 # listed the pulls. Release their messages now rather than at lease expiry.
                 for offer in offers:
-                    offer.principal = _BROKER
-                    abandoned.append(offer)
+                    if offer.messages:
+                        offer.principal = _BROKER
+                        abandoned.append(offer)
         reservation.offers.clear()
         return abandoned
 
@@ -408,36 +409,57 @@ def reserved_shares(offers: list[Offer], rows: list[Any]) -> list[tuple[Offer, l
 
 # --- across processes ------------------------------------------------------------------------
 
+# A ticket: "<wait ends, epoch s>|<max messages>|<business lines, comma-separated, or *>|
+# <process>|<offer id>|<consumer>" (a consumer id holds no "|" nor line break: validation).
+# Plain text, not JSON, answered as one string, a ticket per line: taking a thousand at once
+# cost 17 ms with cjson, a reply per ticket and json.loads, and a burst is measured in
+# milliseconds.
+#
 # Take tickets from the head of a pair's list until they hold `room` messages: skip (and
 # drop) tickets whose wait is over or whose process died; leave in place the tickets of
 # principals that may not reach the topic's business line.
 _TAKE = """
-local taken, room, index = {}, 0, 0
-local want, now, biz = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local taken, room, index, alive = {}, 0, 0, {}
+local want, now, biz = tonumber(ARGV[1]), tonumber(ARGV[2]), ',' .. ARGV[3] .. ','
 while room < want do
   local raw = redis.call('LINDEX', KEYS[1], index)
   if not raw then break end
-  local ticket = cjson.decode(raw)
-  if ticket.e < now or redis.call('EXISTS', ARGV[4] .. ticket.n) == 0 then
-    redis.call('LREM', KEYS[1], 1, raw)
-  else
-    local allowed = ticket.b == cjson.null
-    if not allowed and biz ~= '' then
-      for _, id in ipairs(ticket.b) do
-        if tostring(id) == biz then allowed = true break end
-      end
-    end
-    if allowed then
-      redis.call('LREM', KEYS[1], 1, raw)
+  local ends, limit, bizs, node = string.match(raw, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|')
+  local live = alive[node]
+  if live == nil then
+    live = redis.call('EXISTS', ARGV[4] .. node) == 1
+    alive[node] = live
+  end
+  local stays = false
+  if live and tonumber(ends) >= now then
+    if bizs == '*' or (biz ~= ',,' and string.find(',' .. bizs .. ',', biz, 1, true)) then
       taken[#taken + 1] = raw
-      room = room + ticket.l
+      room = room + tonumber(limit)
     else
-      index = index + 1
+      stays = true
     end
   end
+  if stays then
+    index = index + 1
+  elseif index == 0 then
+    redis.call('LPOP', KEYS[1])
+  else
+    redis.call('LREM', KEYS[1], 1, raw)
+  end
 end
-return taken
+return table.concat(taken, string.char(10))
 """
+
+
+class Ticket(NamedTuple):
+    """A ticket as `_TAKE` answers it (text fields, as listed)."""
+
+    ends: str
+    limit: str
+    business_lines: str
+    process: str
+    offer: str
+    consumer: str
 
 
 class OfferBoard:
@@ -466,9 +488,8 @@ class OfferBoard:
     def ticket(self, offer: Offer, *, expires: float) -> str:
         principal = offer.principal
         assert principal is not None
-        bizs = None if principal.biz_ids is None else sorted(principal.biz_ids)
-        return json.dumps({"n": self.origin, "o": offer.id, "c": offer.consumer, "l": offer.limit,
-                           "e": expires, "b": bizs})
+        bizs = "*" if principal.biz_ids is None else ",".join(map(str, sorted(principal.biz_ids)))
+        return f"{expires:.3f}|{offer.limit}|{bizs}|{self.origin}|{offer.id}|{offer.consumer}"
 
     async def list(self, pair: Pair, ticket: str, timeout: float) -> None:
         key = self.key(pair)
@@ -481,7 +502,7 @@ class OfferBoard:
     async def withdraw(self, pair: Pair, ticket: str) -> bool:
         return bool(await self._commands().call("LREM", self.key(pair), 1, ticket))
 
-    def take(self, pair: Pair, room: int, biz_id: int | None) -> list[dict[str, Any]]:
+    def take(self, pair: Pair, room: int, biz_id: int | None) -> list[Ticket]:
         """Tickets of `pair` that can hold `room` messages (fewer if fewer wait); none while
         Redis fails: the produce then wakes the pulls instead, and does not wait on a dead
         Redis's timeout every time."""
@@ -494,7 +515,8 @@ class OfferBoard:
             logger.warning("could not take hand-off tickets (%s); not trying for %.0fs", exc, RETRY_SECONDS)
             self._down_until = time.monotonic() + RETRY_SECONDS
             return []
-        return [json.loads(entry) for entry in raw]
+        # One reply, a ticket per line: a thousand replies cost redis-py more than the script.
+        return [Ticket(*line.split("|", 5)) for line in raw.decode().splitlines()]
 
     def _commands(self) -> _Pipelined:
         loop = asyncio.get_running_loop()

@@ -306,10 +306,10 @@ def board() -> Any:
     return found
 
 
-def _tickets(board: Any, topic: str, group: str = "default") -> list[dict[str, Any]]:
-    import json
+def _tickets(board: Any, topic: str, group: str = "default") -> list[Any]:
+    from messages.services.handoff import Ticket
 
-    return [json.loads(raw) for raw in board._client.lrange(board.key((topic, group)), 0, -1)]
+    return [Ticket(*raw.decode().split("|", 5)) for raw in board._client.lrange(board.key((topic, group)), 0, -1)]
 
 
 class OtherProcess:
@@ -318,8 +318,6 @@ class OtherProcess:
 
     def __init__(self, board: Any, topic: str, consumer: str, *, limit: int = 1, alive: bool = True,
                  bizs: list[int] | None = None) -> None:
-        import json
-
         import redis
 
         from registry.wakeups import alive_key, direct_channel
@@ -330,8 +328,9 @@ class OtherProcess:
             self.redis.set(alive_key(self.origin), 1, ex=30)
         self.pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
         self.pubsub.subscribe(direct_channel(self.origin))
-        ticket = {"n": self.origin, "o": 7, "c": consumer, "l": limit, "e": time.time() + 30, "b": bizs}
-        self.redis.rpush(board.key((topic, "default")), json.dumps(ticket))
+        reach = "*" if bizs is None else ",".join(map(str, bizs))
+        ticket = f"{time.time() + 30:.3f}|{limit}|{reach}|{self.origin}|7|{consumer}"
+        self.redis.rpush(board.key((topic, "default")), ticket)
 
     def received(self, timeout: float = 5) -> Any:
         import json
@@ -354,7 +353,7 @@ def test_a_waiting_pull_is_listed_on_the_board_and_withdrawn_when_its_wait_ends(
     pull = WaitingPull(consumer, "orders", "c1", max_messages=3, wait_seconds=0.5)
     _waiting("orders", 1)
     [ticket] = _tickets(board, "orders")
-    assert (ticket["n"], ticket["c"], ticket["l"]) == (board.origin, "c1", 3)
+    assert (ticket.process, ticket.consumer, ticket.limit) == (board.origin, "c1", "3")
     assert pull.messages() == []
     assert _tickets(board, "orders") == []
 
@@ -427,10 +426,25 @@ def test_a_ticket_whose_token_may_not_reach_the_topic_stays_for_another_produce(
     finally:
         other.close()
     assert Message.objects.get(id=entry["id"]).status == Status.NEW
-    assert [t["c"] for t in _tickets(board, "orders")] == ["foreign-consumer"]
+    assert [t.consumer for t in _tickets(board, "orders")] == ["foreign-consumer"]
 
 
-def _taken_by_another_process(board: Any, topic: str) -> dict[str, Any]:
+def test_a_ticket_whose_token_reaches_the_topics_business_line_is_taken(producer_api, board):
+    produce(producer_api, {"topic": "orders", "data": "first"})
+    Message.objects.all().delete()
+    biz = topic_cache.get("orders").biz_id
+    assert biz is not None
+    other = OtherProcess(board, "orders", "inside-consumer", bizs=[biz + 1000, biz])
+    try:
+        [entry] = produce(producer_api, {"topic": "orders", "data": 1})
+        sent = other.received()
+    finally:
+        other.close()
+    assert sent is not None and [values[0] for values in sent["handed"][0][1]] == [entry["id"]]
+    assert Message.objects.get(id=entry["id"]).lease_owner == "inside-consumer"
+
+
+def _taken_by_another_process(board: Any, topic: str) -> Any:
     """Take the one ticket of `topic` as a produce in another process would."""
     [ticket] = board.take((topic, "default"), 1, topic_cache.get(topic).biz_id)
     return ticket
@@ -444,14 +458,14 @@ def _leased_as_handed(producer_api: Api, topic: str, consumer: str) -> Message:
     return Message.objects.get(id=entry["id"])
 
 
-def _send_outcome(board: Any, ticket: dict[str, Any], messages: list[Message] | None) -> None:
+def _send_outcome(board: Any, ticket: Any, messages: list[Message] | None) -> None:
     import json
 
     from messages.services.handoff import message_to_wire
     from registry.wakeups import wakeup_hub
 
     handed = None if messages is None else [message_to_wire(m) for m in messages]
-    wakeup_hub().send_direct(ticket["n"], json.dumps({"handed": [[ticket["o"], handed]]}))
+    wakeup_hub().send_direct(ticket.process, json.dumps({"handed": [[int(ticket.offer), handed]]}))
 
 
 def test_a_pull_whose_ticket_was_taken_elsewhere_waits_past_its_wait_for_the_outcome(producer_api, consumer, board):
