@@ -528,8 +528,8 @@ class OfferBoard:
 
 class _Pipelined:
     """The Redis commands of one event loop's waiting pulls, sent together on one connection:
-    a thousand pulls that start waiting at once make a few pipelines, not a thousand
-    connections (one each exhausted Redis's: "Too many connections")."""
+    a thousand pulls that start waiting at once make a few pipelines. With a call each, they
+    ran redis-py's connection pool out ("Too many connections") and waited unlisted."""
 
     def __init__(self, url: str, loop: asyncio.AbstractEventLoop) -> None:
         import redis.asyncio

@@ -347,6 +347,16 @@ class OtherProcess:
         self.redis.close()
 
 
+def _produce_beside(producer_api: Api, other: OtherProcess) -> tuple[dict[str, Any], Any]:
+    """Produce one message of "orders" while `other` has its ticket listed; returns the
+    message's entry and what was published to `other` (None: nothing within half a second)."""
+    try:
+        [entry] = produce(producer_api, {"topic": "orders", "data": 1})
+        return entry, other.received(timeout=0.5)
+    finally:
+        other.close()
+
+
 def test_a_waiting_pull_is_listed_on_the_board_and_withdrawn_when_its_wait_ends(producer_api, consumer, board):
     produce(producer_api, {"topic": "orders", "data": "first"})
     Message.objects.all().delete()
@@ -405,12 +415,8 @@ def test_messages_handed_to_a_process_that_stopped_listening_are_released_at_onc
 def test_a_ticket_of_a_process_that_died_is_dropped_not_handed_to(producer_api, board):
     produce(producer_api, {"topic": "orders", "data": "first"})
     Message.objects.all().delete()
-    other = OtherProcess(board, "orders", "dead-consumer", alive=False)
-    try:
-        [entry] = produce(producer_api, {"topic": "orders", "data": 1})
-        assert other.received(timeout=0.5) is None
-    finally:
-        other.close()
+    entry, sent = _produce_beside(producer_api, OtherProcess(board, "orders", "dead-consumer", alive=False))
+    assert sent is None
     assert Message.objects.get(id=entry["id"]).status == Status.NEW
     assert _tickets(board, "orders") == []
 
@@ -419,12 +425,8 @@ def test_a_ticket_whose_token_may_not_reach_the_topic_stays_for_another_produce(
     produce(producer_api, {"topic": "orders", "data": "first"})
     Message.objects.all().delete()
     other_biz = (topic_cache.get("orders").biz_id or 0) + 1000
-    other = OtherProcess(board, "orders", "foreign-consumer", bizs=[other_biz])
-    try:
-        [entry] = produce(producer_api, {"topic": "orders", "data": 1})
-        assert other.received(timeout=0.5) is None
-    finally:
-        other.close()
+    entry, sent = _produce_beside(producer_api, OtherProcess(board, "orders", "foreign-consumer", bizs=[other_biz]))
+    assert sent is None
     assert Message.objects.get(id=entry["id"]).status == Status.NEW
     assert [t.consumer for t in _tickets(board, "orders")] == ["foreign-consumer"]
 
@@ -434,20 +436,20 @@ def test_a_ticket_whose_token_reaches_the_topics_business_line_is_taken(producer
     Message.objects.all().delete()
     biz = topic_cache.get("orders").biz_id
     assert biz is not None
-    other = OtherProcess(board, "orders", "inside-consumer", bizs=[biz + 1000, biz])
-    try:
-        [entry] = produce(producer_api, {"topic": "orders", "data": 1})
-        sent = other.received()
-    finally:
-        other.close()
+    entry, sent = _produce_beside(producer_api, OtherProcess(board, "orders", "inside-consumer", bizs=[biz + 1000, biz]))
     assert sent is not None and [values[0] for values in sent["handed"][0][1]] == [entry["id"]]
     assert Message.objects.get(id=entry["id"]).lease_owner == "inside-consumer"
 
 
-def _taken_by_another_process(board: Any, topic: str) -> Any:
-    """Take the one ticket of `topic` as a produce in another process would."""
-    [ticket] = board.take((topic, "default"), 1, topic_cache.get(topic).biz_id)
-    return ticket
+def _pull_taken_elsewhere(producer_api: Api, consumer: Api, board: Any, *, wait_seconds: float) -> tuple[WaitingPull, Any]:
+    """A pull of consumer c1 waiting on "orders" (nothing else there), and its ticket, taken as
+    a produce in another process would take it."""
+    produce(producer_api, {"topic": "orders", "data": "first"})
+    Message.objects.all().delete()
+    pull = WaitingPull(consumer, "orders", "c1", wait_seconds=wait_seconds)
+    _waiting("orders", 1)
+    [ticket] = board.take(("orders", "default"), 1, topic_cache.get("orders").biz_id)
+    return pull, ticket
 
 
 def _leased_as_handed(producer_api: Api, topic: str, consumer: str) -> Message:
@@ -469,11 +471,7 @@ def _send_outcome(board: Any, ticket: Any, messages: list[Message] | None) -> No
 
 
 def test_a_pull_whose_ticket_was_taken_elsewhere_waits_past_its_wait_for_the_outcome(producer_api, consumer, board):
-    produce(producer_api, {"topic": "orders", "data": "first"})
-    Message.objects.all().delete()
-    pull = WaitingPull(consumer, "orders", "c1", wait_seconds=0.3)
-    _waiting("orders", 1)
-    ticket = _taken_by_another_process(board, "orders")
+    pull, ticket = _pull_taken_elsewhere(producer_api, consumer, board, wait_seconds=0.3)
     message = _leased_as_handed(producer_api, "orders", "c1")
     time.sleep(0.6)  # the wait is over; withdrawing the ticket failed, so it waits for the outcome
     assert not pull.future.done()
@@ -484,11 +482,7 @@ def test_a_pull_whose_ticket_was_taken_elsewhere_waits_past_its_wait_for_the_out
 
 
 def test_a_failed_produce_elsewhere_sends_the_pull_round_again(producer_api, consumer, board):
-    produce(producer_api, {"topic": "orders", "data": "first"})
-    Message.objects.all().delete()
-    pull = WaitingPull(consumer, "orders", "c1", wait_seconds=20)
-    _waiting("orders", 1)
-    ticket = _taken_by_another_process(board, "orders")
+    pull, ticket = _pull_taken_elsewhere(producer_api, consumer, board, wait_seconds=20)
     _send_outcome(board, ticket, None)
     _waiting("orders", 1)  # listed again, open to the next produce
     [entry] = produce(producer_api, {"topic": "orders", "data": 2})
@@ -497,11 +491,7 @@ def test_a_failed_produce_elsewhere_sends_the_pull_round_again(producer_api, con
 
 @pytest.mark.parametrize("how", ["cancelled", "outcome too late"])
 def test_messages_handed_to_a_pull_that_stopped_waiting_are_released(producer_api, consumer, board, how):
-    produce(producer_api, {"topic": "orders", "data": "first"})
-    Message.objects.all().delete()
-    pull = WaitingPull(consumer, "orders", "c1", wait_seconds=20 if how == "cancelled" else 0.2)
-    _waiting("orders", 1)
-    ticket = _taken_by_another_process(board, "orders")
+    pull, ticket = _pull_taken_elsewhere(producer_api, consumer, board, wait_seconds=20 if how == "cancelled" else 0.2)
     message = _leased_as_handed(producer_api, "orders", "c1")
     if how == "cancelled":
         pull.future.cancel()
