@@ -42,10 +42,11 @@ Nothing is lost on any path:
 - A ticket taken by a produce in another process: the pull learns the outcome from that
   process's publish. If the wait ends first, withdrawing the ticket fails, and the pull waits
   up to OUTCOME_SECONDS for the outcome; what arrives later (or for a cancelled pull) is
-  released. If the publish never comes (the producing process died, Redis failed), the
+  released. If the publish never comes (the producing process died after its commit), the
   pull answers empty and the leased messages come back when their lease expires.
 - A ticket of a process that died: its channel has no subscriber from that moment, so the
-  publish reaches nobody and the producing process releases the messages at once.
+  publish reaches nobody and the producing process releases the messages at once (as it
+  does when the publish fails: Redis down).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from messages.models import Message
+from messages.services.acks import messages_release
 from mqcenter import metrics
 from mqcenter.auth import Principal
 from registry.wakeups import LoopEvent, alive_key, wakeup_hub
@@ -150,7 +152,7 @@ class HandOffs:
                         await wake.wait()
         except asyncio.CancelledError:
             if self._withdraw(offer, ABANDONED) == HANDED:
-                _release_in_background([(offer, offer.messages)])  # handed, never answered
+                _release_in_background([offer])  # handed, never answered
             raise
         return offer.messages if offer.state == HANDED else []
 
@@ -218,7 +220,7 @@ class HandOffs:
             if was in (IDLE, RESERVED, LEAVING):
                 self._make_late(offer, ABANDONED)
         if was == HANDED:
-            _release_in_background([(offer, offer.messages)])  # handed, never answered
+            _release_in_background([offer])  # handed, never answered
         elif was == IDLE:
             task = asyncio.get_running_loop().create_task(self._withdraw_abandoned(board, offer, ticket))
             self._tasks.add(task)
@@ -271,7 +273,7 @@ class HandOffs:
     def on_direct(self, payload: bytes) -> None:
         """A produce in another process settled pulls of ours it took from the board: each
         entry is [offer id, messages] (None: that produce failed, so go round again)."""
-        released: list[tuple[Offer, list[Message]]] = []
+        released: list[Offer] = []
         woken: list[Offer] = []
         for offer_id, wire in json.loads(payload)["handed"]:
             messages = None if wire is None else [message_from_wire(values) for values in wire]
@@ -286,7 +288,8 @@ class HandOffs:
                     offer.messages, offer.state = (messages, HANDED) if messages else ([], GONE)
                     woken.append(offer)
                 elif messages:  # cancelled, or it gave up waiting for this outcome
-                    released.append((offer, messages))
+                    offer.messages = messages
+                    released.append(offer)
         for offer in woken:
             assert offer.wake is not None
             offer.wake.set()
@@ -360,7 +363,7 @@ class HandOffs:
                     self._listed.pop(offer.id, None)
                     woken.append(offer)
                     metrics.handed_off.labels(*offer.pair).inc(len(offer.messages))
-                elif offer.state == LEAVING or offer.id:
+                elif offer.state == LEAVING or offer.id:  # listed (id > 0): it goes round again
                     offer.messages, offer.state = [], GONE
                     self._listed.pop(offer.id, None)
                     woken.append(offer)
@@ -609,22 +612,26 @@ def message_from_wire(values: list[Any]) -> Message:
     return Message(*values)
 
 
-def _release_in_background(released: list[tuple[Offer, list[Message]]]) -> None:
-    """Release on a thread of its own: the caller is the event loop or the Redis subscriber."""
-    threading.Thread(target=_release, args=(released,), name="mq-handoff-release", daemon=True).start()
+def release_handed(offers: list[Offer]) -> None:
+    """Hand back the messages committed for pulls that will not answer with them: cancelled,
+    given up waiting, or in a broker process that is gone (NEW again, no attempt spent)."""
+    for offer in offers:
+        assert offer.principal is not None
+        try:
+            messages_release(principal=offer.principal, consumer=offer.consumer, ids=[m.id for m in offer.messages])
+        except Exception:  # the leases expire and recovery redelivers
+            logger.warning("could not release messages handed to a pull that will not answer", exc_info=True)
 
 
-def _release(released: list[tuple[Offer, list[Message]]]) -> None:
-    """Hand back what was handed to pulls that stopped waiting (no attempt spent)."""
-    from messages.services.acks import messages_release
+def _release_in_background(offers: list[Offer]) -> None:
+    """`release_handed` on a thread of its own: the caller is the event loop or the Redis
+    subscriber, neither of which may wait on the database."""
 
-    try:
-        for offer, messages in released:
-            assert offer.principal is not None
-            try:
-                messages_release(principal=offer.principal, consumer=offer.consumer, ids=[m.id for m in messages])
-            except Exception:  # the leases expire and recovery redelivers
-                logger.warning("could not release messages handed to a pull that stopped waiting", exc_info=True)
-    finally:
-        close_old_connections()
-        connection.close()
+    def run() -> None:
+        try:
+            release_handed(offers)
+        finally:
+            close_old_connections()
+            connection.close()
+
+    threading.Thread(target=run, name="mq-handoff-release", daemon=True).start()

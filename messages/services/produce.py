@@ -13,8 +13,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from messages.models import Message, Status, TraceEvent
-from messages.services.acks import messages_release
-from messages.services.handoff import Offer, Reservation, handoffs, reserved_shares
+from messages.services.handoff import Offer, Reservation, handoffs, release_handed, reserved_shares
 from messages.services.trace import TraceRow, trace_row, trace_write
 from messages.sql import insert_values
 from mqcenter import metrics
@@ -138,7 +137,7 @@ def messages_produce(*, principal: Principal, items: list[ProduceItem]) -> list[
             if isinstance(exc, IntegrityError) and attempt < DEDUP_RACE_RETRIES:
                 continue
             raise
-        _release(handoffs.settle(reservation, committed=True))
+        release_handed(handoffs.settle(reservation, committed=True))
         _count(results)
         return results
     raise AssertionError("unreachable")
@@ -226,17 +225,6 @@ def _handed_message(row: NewMessage, new_id: int) -> Message:
     message = Message(new_id, *row)
     message.effect_time = row.effect_time.astimezone(UTC)  # the database answers in UTC
     return message
-
-
-def _release(abandoned: list[Offer]) -> None:
-    """Hand back what was committed for pulls cancelled meanwhile, or waiting in a broker
-    process that is gone (no attempt spent)."""
-    for offer in abandoned:
-        assert offer.principal is not None
-        try:
-            messages_release(principal=offer.principal, consumer=offer.consumer, ids=[m.id for m in offer.messages])
-        except Exception:  # the leases expire and recovery redelivers
-            logger.warning("could not release messages handed to a pull that will not answer", exc_info=True)
 
 
 def _count(results: list[ProduceResult]) -> None:
