@@ -88,8 +88,11 @@ class PullView(APIView):
     )
     def post(self, request: Request) -> HttpResponse:
         args = validation.pull_request(request.data)
+        outcomes = services.acks_before_pull(
+            principal=request.user, topic=args["topic"], consumer=args["consumer"], results=args.pop("results")
+        )
         messages = services.messages_pull(principal=request.user, **args)
-        return HttpResponse(pull_answer(messages), content_type="application/json")
+        return HttpResponse(pull_answer(messages, outcomes), content_type="application/json")
 
 
 class AckView(APIView):

@@ -57,9 +57,19 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan
 _RENDERER = JSONRenderer()
 
 
-def pull_answer(messages: Sequence[Message]) -> bytes:
+def pull_answer(messages: Sequence[Message], outcomes: list[dict[str, Any]] | None = None) -> bytes:
     """`{"messages": [message_delivery(m), ...]}` rendered byte for byte as DRF renders it,
-    at a fraction of the cost.
+    at a fraction of the cost; with `outcomes` (the acks the pull carried), also
+    `"results": [...]` as `POST /api/v1/ack` answers them.
+    """
+    answer = _messages_answer(messages)
+    if outcomes is None:
+        return answer
+    return answer[:-1] + b',"results":' + _RENDERER.render(outcomes) + b"}"
+
+
+def _messages_answer(messages: Sequence[Message]) -> bytes:
+    """The messages of `pull_answer`.
 
     Parsing each message's data only to encode it again, and formatting every time through
     the encoder's Python hook, made rendering the most expensive part of a pull: 1.2 ms for
@@ -158,12 +168,31 @@ class ProduceResponseSerializer(serializers.Serializer):
     messages = ProducedSerializer(many=True)
 
 
+class AckItemSerializer(serializers.Serializer):
+    id = serializers.IntegerField(min_value=1)
+    status = serializers.ChoiceField(choices=["SUCCESS", "FAIL"])
+    log = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=65536)
+    retry = serializers.BooleanField(
+        required=False, default=True, help_text="false: fail permanently, spend no retry (extension)."
+    )
+
+
+class AckOutcomeSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    outcome = serializers.ChoiceField(choices=["success", "retry_scheduled", "failed", "stale"])
+    effect_time = serializers.DateTimeField(required=False)
+
+
 class PullRequestSerializer(serializers.Serializer):
     topic = serializers.RegexField(NAME_PATTERN, max_length=200)
     group = serializers.RegexField(NAME_PATTERN, max_length=200, required=False, default="default")
     consumer = serializers.RegexField(r"^[A-Za-z0-9_.:@/\-]{1,200}$")
     max_messages = serializers.IntegerField(min_value=1, max_value=500, required=False, default=1)
     wait_seconds = serializers.FloatField(min_value=0, max_value=30, required=False, default=0)
+    results = AckItemSerializer(
+        many=True, required=False,
+        help_text="Acks applied before the claim, as POST /api/v1/ack takes them (extension).",
+    )
 
 
 class DeliverySerializer(serializers.Serializer):
@@ -183,26 +212,14 @@ class DeliverySerializer(serializers.Serializer):
 
 class PullResponseSerializer(serializers.Serializer):
     messages = DeliverySerializer(many=True)
-
-
-class AckItemSerializer(serializers.Serializer):
-    id = serializers.IntegerField(min_value=1)
-    status = serializers.ChoiceField(choices=["SUCCESS", "FAIL"])
-    log = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=65536)
-    retry = serializers.BooleanField(
-        required=False, default=True, help_text="false: fail permanently, spend no retry (extension)."
+    results = AckOutcomeSerializer(
+        many=True, required=False, help_text="The outcomes of the acks the pull carried (extension)."
     )
 
 
 class AckRequestSerializer(serializers.Serializer):
     consumer = serializers.RegexField(r"^[A-Za-z0-9_.:@/\-]{1,200}$")
     results = AckItemSerializer(many=True)
-
-
-class AckOutcomeSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    outcome = serializers.ChoiceField(choices=["success", "retry_scheduled", "failed", "stale"])
-    effect_time = serializers.DateTimeField(required=False)
 
 
 class AckResponseSerializer(serializers.Serializer):

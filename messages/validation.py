@@ -181,13 +181,17 @@ def pull_request(body: Any) -> dict[str, Any]:
         "consumer": consumer_id(body.get("consumer")),
         "max_messages": integer(body.get("max_messages", 1), "max_messages", 1, settings.MQ_MAX_PULL),
         "wait_seconds": number(body.get("wait_seconds", 0), "wait_seconds", 0, settings.MQ_MAX_WAIT_SECONDS),
+        # An extension of API.md: a pull may carry the consumer's acks (see `acks_before_pull`).
+        "results": None if body.get("results") in (None, []) else ack_results(body["results"]),
     }
 
 
 def ack_request(body: Any) -> tuple[str, list[AckResult]]:
     body = body_object(body)
-    consumer = consumer_id(body.get("consumer"))
-    results = body.get("results")
+    return consumer_id(body.get("consumer")), ack_results(body.get("results"))
+
+
+def ack_results(results: Any) -> list[AckResult]:
     if not isinstance(results, list) or not results:
         raise _fail("results", "must be a non-empty list.")
     if len(results) > MAX_IDS:
@@ -213,7 +217,7 @@ def ack_request(body: Any) -> tuple[str, list[AckResult]]:
                 retry=retry,
             )
         )
-    return consumer, parsed
+    return parsed
 
 
 def extend_request(body: Any) -> dict[str, Any]:

@@ -106,9 +106,9 @@ class FastPath:
         return await self.run(_in_order, token, body, functools.partial(_produce, principal))
 
     async def _pull(self, principal: Principal, token: str, body: bytes) -> tuple[int, bytes]:
-        args = await self.run(_in_order, token, body, validation.pull_request)
+        args, outcomes = await self.run(_in_order, token, body, functools.partial(_acked_pull_request, principal))
         messages = await services.messages_pull_async(principal=principal, run=self.run, **args)
-        return 200, pull_answer(messages)
+        return 200, pull_answer(messages, outcomes)
 
     async def _ack(self, principal: Principal, token: str, body: bytes) -> tuple[int, bytes]:
         return await self.run(_in_order, token, body, functools.partial(_ack, principal))
@@ -137,6 +137,15 @@ def _in_order(token: str, body: bytes, then: Callable[[Any], Any]) -> Any:
 def _produce(principal: Principal, data: Any) -> tuple[int, bytes]:
     results = services.messages_produce(principal=principal, items=validation.produce_items(data))
     return 201, _json({"messages": [r.as_dict() for r in results]})
+
+
+def _acked_pull_request(principal: Principal, data: Any) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
+    """The pull's arguments, once the acks it carries are applied (in the same hop)."""
+    args = validation.pull_request(data)
+    outcomes = services.acks_before_pull(
+        principal=principal, topic=args["topic"], consumer=args["consumer"], results=args.pop("results")
+    )
+    return args, outcomes
 
 
 def _ack(principal: Principal, data: Any) -> tuple[int, bytes]:

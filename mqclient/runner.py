@@ -29,7 +29,7 @@ from mqclient.acker import Acker
 from mqclient.config import ClientConfig
 from mqclient.consumer import ConsumerSpec
 from mqclient.delivery import Delivery, Result, State
-from mqclient.errors import APIError, ConfigurationError, MQClientError
+from mqclient.errors import APIError, ConfigurationError, InvalidRequest, MQClientError
 from mqclient.heartbeat import Heartbeat
 from mqclient.leases import LeaseKeeper
 from mqclient.message import AckOutcome, Message
@@ -223,26 +223,43 @@ class Runner:
 
     # ------------------------------------------------------------------ broker calls
 
-    def pull(self, sub: Subscription, max_messages: int) -> list[Message]:
-        """Long-poll for up to ``max_messages``; the HTTP timeout outlasts the poll."""
-        wait = self.poll_wait(sub)
-        answer = (
-            self.transport.call(
+    def pull(self, sub: Subscription, max_messages: int, *, carry: bool = True) -> list[Message]:
+        """Long-poll for up to ``max_messages``; the HTTP timeout outlasts the poll.
+
+        The pull carries the results waiting in the acker (an extension of API.md: the
+        broker acks them, then claims). Such a pull does not wait: their outcomes come back
+        at once, and an empty answer is followed by a long-poll as usual."""
+        carried = self.acker.take_for_pull() if carry else []
+        wait = 0 if carried else self.poll_wait(sub)
+        body: dict[str, Any] = {
+            "topic": sub.topic,
+            "group": sub.group,
+            "consumer": self.consumer_id,
+            "max_messages": max_messages,
+            "wait_seconds": wait,
+        }
+        if carried:
+            body["results"] = self.acker.wire_results(carried)
+        try:
+            answer = self.transport.call(
                 "POST",
                 "/api/v1/pull",
-                json={
-                    "topic": sub.topic,
-                    "group": sub.group,
-                    "consumer": self.consumer_id,
-                    "max_messages": max_messages,
-                    "wait_seconds": wait,
-                },
+                json=body,
                 timeout=wait + self.config.request_timeout,
                 should_stop=lambda: self.stopping,
             )
-            or {}
-        )
-        return [Message.from_api(item) for item in answer.get("messages") or []]
+        except InvalidRequest:
+            if not carried:
+                raise
+            # The results made the pull invalid: they go on their own (and fail there, with a
+            # log line each), and the pull goes without them.
+            self.acker.pulled(carried, None)
+            return self.pull(sub, max_messages, carry=False)
+        except BaseException:
+            self.acker.pulled(carried, None)
+            raise
+        self.acker.pulled(carried, answer if isinstance(answer, dict) else {})
+        return [Message.from_api(item) for item in (answer or {}).get("messages") or []]
 
     def poll_wait(self, sub: Subscription) -> int:
         """Long-poll length; the WebSocket listener may shorten it while it is connected."""

@@ -213,8 +213,7 @@ class Subscription:
             self._fill()
             # Wake the puller only when it may pull, and shutdown when the last handler ends:
             # not once per message.
-            if not self._running or self._should_pull():
-                self._cond.notify_all()
+            notify = not self._running or self._should_pull()
         if was is State.RUNNING:
             self.runner.submit_result(Result(delivery, status, log, retry=retry, duration=duration))
         else:
@@ -231,6 +230,10 @@ class Subscription:
                     "discarded": True,
                 },
             )
+        if notify:
+            # After the result is queued, so that the pull this wakes can carry it.
+            with self._cond:
+                self._cond.notify_all()
         return following
 
     def time_out(self, delivery: Delivery) -> None:

@@ -1,6 +1,12 @@
 """Every write and business rule about messages. Views, tasks and consumers call these."""
 
-from messages.services.acks import AckResult, messages_ack, messages_extend, messages_release
+from messages.services.acks import (
+    AckResult,
+    acks_before_pull,
+    messages_ack,
+    messages_extend,
+    messages_release,
+)
 from messages.services.alarms import alarms_check
 from messages.services.archive import (
     archive_export,
@@ -34,6 +40,7 @@ __all__ = [
     "AckResult",
     "ProduceItem",
     "ProduceResult",
+    "acks_before_pull",
     "alarms_check",
     "archive_export",
     "archive_purge",

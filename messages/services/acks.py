@@ -204,6 +204,20 @@ def messages_extend(
 
 
 @retry_on_lock_conflict
+def acks_before_pull(
+    *, principal: Principal, topic: str, consumer: str, results: list[AckResult] | None
+) -> list[dict[str, Any]] | None:
+    """Apply the results a pull carries (an extension of API.md), before it claims; None when
+    it carries none. A busy consumer's acks then ride on its next pull instead of a request
+    of their own: measured in session 10, a drain made ~1.3 pulls and ~1.8 acks per 100
+    messages, and a request costs the broker ~1 ms of CPU before its own work. The pull's
+    scope is checked first, so a pull that will be refused acks nothing."""
+    if not results:
+        return None
+    principal.require("consume", topic)
+    return messages_ack(principal=principal, consumer=consumer, results=results)
+
+
 def messages_release(*, principal: Principal, consumer: str, ids: list[int]) -> list[dict[str, Any]]:
     """Hand back messages pulled but not started: NEW at once, no retry spent, and the
     delivery does not count as an attempt."""

@@ -236,6 +236,62 @@ def test_it_refuses_an_ack_outside_the_consume_scope(admin_api, producer_api, co
 # --- extend and release -------------------------------------------------------------------
 
 
+# --- acks carried by a pull (an extension of API.md) -----------------------------------------
+
+
+def test_a_pull_carries_acks_applies_them_first_and_answers_their_outcomes(producer_api, consumer_api):
+    ids = [e["id"] for e in produce(producer_api, *({"topic": "orders", "data": i} for i in range(3)))]
+    held = pull(consumer_api, "orders", consumer="c1", max_messages=2)
+    response = consumer_api.post("/api/v1/pull", {
+        "topic": "orders", "consumer": "c1", "max_messages": 10,
+        "results": [{"id": held[0]["id"], "status": "SUCCESS"}, {"id": held[1]["id"], "status": "FAIL", "log": "no"}],
+    })
+    assert response.status_code == 200, response.content
+    answer = response.json()
+    assert [m["id"] for m in answer["messages"]] == ids[2:]
+    assert [(r["id"], r["outcome"]) for r in answer["results"]] == [(ids[0], "success"), (ids[1], "failed")]
+    assert dict(Message.objects.filter(id__in=ids).values_list("id", "status")) == {
+        ids[0]: "SUCCESS", ids[1]: "FAIL", ids[2]: "RUNNING"}
+    assert MessageTrace.objects.filter(message_id=ids[0], event="acked", actor="c1").count() == 1
+
+
+def test_a_pull_that_carries_no_acks_answers_as_before(producer_api, consumer_api):
+    response = consumer_api.post("/api/v1/pull", {"topic": "orders", "consumer": "c1", "results": []})
+    assert response.status_code == 200 and response.json() == {"messages": []}
+
+
+def test_a_pull_with_a_bad_ack_acks_nothing_and_claims_nothing(producer_api, consumer_api):
+    ids = [e["id"] for e in produce(producer_api, *({"topic": "orders", "data": i} for i in range(2)))]
+    [held] = pull(consumer_api, "orders", consumer="c1", max_messages=1)
+    response = consumer_api.post("/api/v1/pull", {
+        "topic": "orders", "consumer": "c1",
+        "results": [{"id": held["id"], "status": "SUCCESS"}, {"id": held["id"], "status": "DONE"}],
+    })
+    expect_error(response, 400, "invalid_request", "results[1].status")
+    assert dict(Message.objects.filter(id__in=ids).values_list("id", "status")) == {ids[0]: "RUNNING", ids[1]: "NEW"}
+
+
+def test_a_pull_refused_for_its_topic_acks_nothing(producer_api, consumer_api):
+    [entry] = produce(producer_api, {"topic": "orders", "data": 1})
+    pull(consumer_api, "orders", consumer="c1")
+    response = consumer_api.post("/api/v1/pull", {
+        "topic": "payments", "consumer": "c1", "results": [{"id": entry["id"], "status": "SUCCESS"}]})
+    expect_error(response, 403, "forbidden")
+    assert Message.objects.get(id=entry["id"]).status == "RUNNING"
+
+
+def test_a_pull_cannot_ack_messages_outside_its_tokens_scope(admin_api, producer_api, consumer_api, shop):
+    produce(producer_api, {"topic": "orders", "data": 1})
+    [other] = produce(admin_api, {"topic": "payments", "data": 1})
+    [held] = pull(admin_api, "payments", consumer="c1")
+    assert held["id"] == other["id"]
+    response = consumer_api.post("/api/v1/pull", {
+        "topic": "orders", "consumer": "c1", "results": [{"id": other["id"], "status": "SUCCESS"}]})
+    expect_error(response, 403, "forbidden")
+    assert dict(Message.objects.filter(topic__in=["orders", "payments"]).values_list("topic", "status")) == {
+        "orders": "NEW", "payments": "RUNNING"}
+
+
 def test_it_extends_held_leases_and_answers_stale_for_others(producer_api, consumer_api):
     a, b = (e["id"] for e in produce(producer_api, {"topic": "orders", "data": 1}, {"topic": "orders", "data": 2}))
     pull(consumer_api, "orders", consumer="c1", max_messages=1)

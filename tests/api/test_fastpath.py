@@ -58,6 +58,9 @@ CASES = [
     ("/api/v1/pull", b"NaN"),
     ("/api/v1/pull", b'{"topic": "orders", "consumer": "\\ud800"}'),
     ("/api/v1/pull", b"[" * 100_000),
+    ("/api/v1/pull", json.dumps({**PULL, "results": ACK["results"]}).encode()),  # a pull carrying acks
+    ("/api/v1/pull", json.dumps({**PULL, "results": [{"id": 1, "status": "DONE"}]}).encode()),
+    ("/api/v1/pull", json.dumps({**PULL, "topic": "payments", "results": ACK["results"]}).encode()),
     ("/api/v1/ack", json.dumps(ACK).encode()),
     ("/api/v1/ack", json.dumps({**ACK, "results": []}).encode()),
     ("/api/v1/ack", json.dumps({**ACK, "results": [{"id": 2**64, "status": "SUCCESS"}]}).encode()),

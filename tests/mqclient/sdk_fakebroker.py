@@ -37,6 +37,9 @@ class FakeQueue:
 
     messages: dict[int, dict[str, Any]] = field(default_factory=dict)
     next_id: int = 1
+    # Whether a pull applies the acks it carries (API.md's extension), as the real broker
+    # does; False acts as a broker without the extension, which ignores them.
+    pulls_ack: bool = False
     lock: threading.Condition = field(default_factory=threading.Condition)
 
     def add(
@@ -147,6 +150,9 @@ class FakeQueue:
 
     def reply(self, method: str, path: str, body: Any) -> Reply:
         if path == "/api/v1/pull":
+            if self.pulls_ack and body.get("results"):
+                outcomes = self.ack(body)
+                return 200, {**self.pull(body), **outcomes}
             return 200, self.pull(body)
         if path == "/api/v1/ack":
             return 200, self.ack(body)

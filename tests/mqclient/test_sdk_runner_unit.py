@@ -66,6 +66,36 @@ def test_it_runs_concurrency_handlers_at_once_and_batches_acks(
     assert max(p["max_messages"] for p in pulls) <= 8
 
 
+def test_acks_ride_on_the_next_pull_and_each_result_is_acked_once(
+    fake_queue: FakeQueue, queue_broker: FakeBroker
+) -> None:
+    fake_queue.pulls_ack = True
+    for i in range(40):
+        fake_queue.add("t", i)
+    with running(queue_broker, ConsumerSpec("t", lambda m: None, concurrency=2, prefetch=2)):
+        wait_for(lambda: statuses(fake_queue).count("SUCCESS") == 40)
+    carried = [r.body for r in queue_broker.requests if r.path == "/api/v1/pull" and r.body.get("results")]
+    assert carried, "no pull carried acks"
+    assert all(p["wait_seconds"] == 0 for p in carried)  # its outcomes come back at once
+    assert sum(len(p["results"]) for p in carried) > 20  # most of the 40 results
+    assert [len(m["acks"]) for m in fake_queue.messages.values()] == [1] * 40
+
+
+def test_a_broker_that_ignores_carried_acks_gets_them_on_their_own(
+    fake_queue: FakeQueue, queue_broker: FakeBroker
+) -> None:
+    assert not fake_queue.pulls_ack  # as a broker without the extension
+    for i in range(20):
+        fake_queue.add("t", i)
+    spec = ConsumerSpec("t", lambda m: None, concurrency=2, prefetch=2)
+    with running(queue_broker, spec) as runner:
+        wait_for(lambda: statuses(fake_queue).count("SUCCESS") == 20)
+        assert not runner.acker.pulls_carry
+    carried = [r.body for r in queue_broker.requests if r.path == "/api/v1/pull" and r.body.get("results")]
+    assert len(carried) == 1  # the first, ignored: after it, acks go on their own
+    assert [len(m["acks"]) for m in fake_queue.messages.values()] == [1] * 20
+
+
 def test_a_reject_is_acked_as_fail_without_retry(
     fake_queue: FakeQueue, queue_broker: FakeBroker
 ) -> None:
