@@ -198,8 +198,8 @@ class IsAdminToken(HasToken):
 class TokenRateThrottle(BaseThrottle):
     """Per-token request rate (MQ_TOKEN_RATE, e.g. "6000/min"); 429 with Retry-After.
 
-    A fixed-window counter: one INCR per request, shared by every broker process through
-    the cache (Redis in production). DRF's SimpleRateThrottle keeps every request's
+    A fixed-window counter shared by every broker process through the cache (Redis in
+    production); see `token_throttle_wait`. DRF's SimpleRateThrottle keeps every request's
     timestamp in one cache value, re-read and re-written whole on each call: at a few
     hundred calls a second that list was the broker's biggest single cost.
     """
@@ -218,21 +218,69 @@ class TokenRateThrottle(BaseThrottle):
         return self.retry_after
 
 
+#: How long a broker process keeps a token's requests to itself at most before adding them to
+#: the shared counter.
+THROTTLE_SYNC_SECONDS = 0.1
+
+
+@dataclass
+class _WindowCount:
+    """One token's window as this process sees it: the shared count when it last added its
+    own, and the requests it counted since."""
+
+    window: int
+    shared: int = 0
+    unsent: int = 0
+    sent_at: float = 0.0
+
+
+_window_counts: dict[str, _WindowCount] = {}
+_window_counts_lock = threading.Lock()
+
+
 def token_throttle_wait(token: str) -> float | None:
     """Count one request of this token; None if it is within MQ_TOKEN_RATE, else how many
-    seconds until its window ends."""
+    seconds until its window ends.
+
+    The count is shared by every broker process, but not added to on every request: a round
+    trip to Redis was ~0.5 ms of a ~5.5 ms delivery and ~10 % of a small produce's CPU
+    (session 10). Each process adds its requests at least every THROTTLE_SYNC_SECONDS and
+    every 1 % of the limit, and on every request once the count it knows is within 1 % of
+    the limit, so the limit holds exactly for small limits and to within 1 % per process
+    for large ones.
+    """
     rate = settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"].get("token")
     if not rate:
         return None
     limit, period = parse_rate(rate)
+    slack = limit // 100
     now = time.time()
     window = int(now // period)
     # Keyed by the token itself (hashed), not its row id, which a rebuilt database reuses.
     key = f"throttle_token_{token_hash(token)[:24]}_{window}"
-    try:
-        count = request_counter_incr(key, period)
-    except Exception:  # noqa: BLE001 - Redis is not on the durability path: serve
-        return None
+    with _window_counts_lock:
+        mine = _window_counts.get(key)
+        if mine is None:
+            stale = [k for k, counted in _window_counts.items() if counted.window != window]
+            for old in stale:
+                del _window_counts[old]
+            mine = _window_counts[key] = _WindowCount(window)
+        mine.unsent += 1
+        count = mine.shared + mine.unsent
+        send = mine.unsent if (
+            mine.unsent > slack or count > limit - slack or now - mine.sent_at >= THROTTLE_SYNC_SECONDS
+        ) else 0
+        mine.unsent -= send
+    if send:
+        try:
+            shared = request_counter_add(key, period, send)
+        except Exception:  # noqa: BLE001 - Redis is not on the durability path: serve
+            with _window_counts_lock:
+                mine.unsent += send  # for the next attempt
+            return None
+        with _window_counts_lock:
+            mine.shared, mine.sent_at = max(mine.shared, shared), now
+            count = mine.shared + mine.unsent
     if count <= limit:
         return None
     return (window + 1) * period - now
@@ -247,10 +295,10 @@ def parse_rate(rate: str) -> tuple[int, int]:
 _redis_clients: dict[str, Any] = {}
 
 
-def request_counter_incr(key: str, period: int) -> int:
-    """Add one to a counter that lives `period` seconds; answers the new count.
+def request_counter_add(key: str, period: int, count: int) -> int:
+    """Add `count` to a counter that lives `period` seconds; answers the new total.
 
-    On the Redis cache, one pipelined INCR + EXPIRE through a client shared by all threads
+    On the Redis cache, one pipelined INCRBY + EXPIRE through a client shared by all threads
     (Django's cache object, and so its connection pool, is per thread). Elsewhere (the
     quick start's in-process cache, tests) through the cache API.
     """
@@ -259,7 +307,7 @@ def request_counter_incr(key: str, period: int) -> int:
     options = settings.CACHES["default"]
     if options["BACKEND"] != "django.core.cache.backends.redis.RedisCache":
         cache.add(key, 0, period + 1)
-        return int(cache.incr(key))
+        return int(cache.incr(key, count))
     client = _redis_clients.get(options["LOCATION"])
     if client is None:
         import redis
@@ -267,7 +315,7 @@ def request_counter_incr(key: str, period: int) -> int:
         client = redis.Redis.from_url(options["LOCATION"], socket_timeout=1, socket_connect_timeout=1)
         _redis_clients[options["LOCATION"]] = client
     pipe = client.pipeline(transaction=False)
-    pipe.incr(f"mq:{key}")
+    pipe.incrby(f"mq:{key}", count)
     pipe.expire(f"mq:{key}", period + 1)
     count, _ = pipe.execute()
     return int(count)

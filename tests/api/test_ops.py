@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 import yaml
 from django.test import override_settings
@@ -109,3 +111,44 @@ def test_it_counts_a_tokens_requests_in_redis_across_processes(admin_api, settin
         f"mq:throttle_token_{token_hash(admin_api.token)[:24]}_*"
     )
     assert len(keys) == 1
+
+
+def _shared_count(settings, token: str) -> int:
+    import redis
+
+    from mqcenter.auth import token_hash
+
+    client = redis.Redis.from_url(settings.CACHES["default"]["LOCATION"])
+    [key] = client.keys(f"mq:throttle_token_{token_hash(token)[:24]}_*")
+    return int(client.get(key))
+
+
+def test_a_process_adds_its_requests_to_the_shared_count_in_batches_under_a_large_limit(settings, monkeypatch):
+    from mqcenter import auth
+
+    monkeypatch.setattr(auth, "THROTTLE_SYNC_SECONDS", 3600)  # only the 1 % rule adds
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"token": "1000/hour"}}
+    token = f"throttle-batches-{uuid.uuid4().hex}"
+    assert [auth.token_throttle_wait(token) for _ in range(25)] == [None] * 25
+    # The first request added itself; then every 11th (more than 1 % of the limit unsent).
+    assert _shared_count(settings, token) == 23
+
+
+def test_the_limit_holds_across_processes_to_within_one_percent(settings, monkeypatch):
+    import redis
+
+    from mqcenter import auth
+
+    monkeypatch.setattr(auth, "THROTTLE_SYNC_SECONDS", 3600)
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"token": "200/hour"}}
+    token = f"throttle-shared-{uuid.uuid4().hex}"
+    assert auth.token_throttle_wait(token) is None
+    client = redis.Redis.from_url(settings.CACHES["default"]["LOCATION"])
+    [key] = client.keys(f"mq:throttle_token_{auth.token_hash(token)[:24]}_*")
+    client.incrby(key, 190)  # another broker process's requests
+    admitted = 0
+    while auth.token_throttle_wait(token) is None:
+        admitted += 1
+        assert admitted < 50
+    assert 191 + admitted <= 200 + 2  # at most 1 % (2) beyond the limit
+    assert _shared_count(settings, token) == 191 + admitted + 1
