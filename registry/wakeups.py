@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from itertools import islice
+from typing import Any
 
 from django.conf import settings
 
@@ -106,9 +107,11 @@ class WakeupHub:
         self._listener: threading.Thread | None = None
         self._publisher = None
         self._direct: Callable[[bytes], None] | None = None
+        self._listed: Callable[[list[Any]], None] | None = None
         # True while the Redis subscriber is connected (or when there is no Redis): waiting
         # pulls then trust wake-ups and fall back to polling only rarely.
         self.connected = not redis_url
+        self.connected_at = 0.0  # time.monotonic() when the subscriber last connected
 
     @property
     def origin(self) -> str:
@@ -231,6 +234,12 @@ class WakeupHub:
         self._direct = handler
         self._ensure_listener()
 
+    def on_listed(self, handler: Callable[[list[Any]], None]) -> None:
+        """Call `handler(notice)` (on the subscriber thread) for each "listed" notice that a
+        signal on the shared channel carries (see `handoff.OfferBoard.list`)."""
+        self._listed = handler
+        self._ensure_listener()
+
     def _redis_publisher(self):  # type: ignore[no-untyped-def]
         if self._publisher is None:
             import redis
@@ -267,6 +276,7 @@ class WakeupHub:
                 client.set(self.alive_key, 1, ex=ALIVE_SECONDS)
                 refreshed = time.monotonic()
                 self.connected = True
+                self.connected_at = time.monotonic()
                 backoff = 0.2
                 # Anything published while we were away is unknown: wake everyone once.
                 self._wake_all()
@@ -283,6 +293,8 @@ class WakeupHub:
                     signal = json.loads(item["data"])
                     if signal["from"] != self.origin:  # our own were woken when published
                         self.notify_local([tuple(pair) for pair in signal["pairs"]])  # type: ignore[misc]
+                        if "listed" in signal:
+                            self._on_listed(signal["listed"])
             except Exception as exc:  # noqa: BLE001 - reconnect on any failure
                 if self.connected:
                     logger.warning("wake-up subscriber lost Redis (%s); polling meanwhile", exc)
@@ -297,6 +309,14 @@ class WakeupHub:
             self._direct(payload)
         except Exception:
             logger.exception("direct message handler failed")
+
+    def _on_listed(self, notice: Any) -> None:
+        if self._listed is None:
+            return
+        try:
+            self._listed(notice)
+        except Exception:
+            logger.exception("listed notice handler failed on %r", notice)
 
     def _wake_all(self) -> None:
         with self._lock:

@@ -317,10 +317,12 @@ class OtherProcess:
     pull waiting in it, and its own channel, on which a test reads what produces send it."""
 
     def __init__(self, board: Any, topic: str, consumer: str, *, limit: int = 1, alive: bool = True,
-                 bizs: list[int] | None = None) -> None:
+                 bizs: list[int] | None = None, announce: bool = True) -> None:
+        import json
+
         import redis
 
-        from registry.wakeups import alive_key, direct_channel
+        from registry.wakeups import CHANNEL, alive_key, direct_channel
 
         self.origin = f"elsewhere:{consumer}"
         self.redis = redis.Redis.from_url(board.url)
@@ -331,6 +333,10 @@ class OtherProcess:
         reach = "*" if bizs is None else ",".join(map(str, bizs))
         ticket = f"{time.time() + 30:.3f}|{limit}|{reach}|{self.origin}|7|{consumer}"
         self.redis.rpush(board.key((topic, "default")), ticket)
+        if announce:  # as OfferBoard.list does
+            until = time.time() + 35
+            self.redis.publish(CHANNEL, json.dumps({"from": self.origin, "pairs": [], "listed": [topic, "default", until]}))
+            _wait_for(lambda: board._may_hold.get((topic, "default"), 0) >= until, "the board to hear of the ticket")
 
     def received(self, timeout: float = 5) -> Any:
         import json
@@ -419,6 +425,40 @@ def test_a_ticket_of_a_process_that_died_is_dropped_not_handed_to(producer_api, 
     assert sent is None
     assert Message.objects.get(id=entry["id"]).status == Status.NEW
     assert _tickets(board, "orders") == []
+
+
+@pytest.mark.parametrize("announced", [True, False])
+def test_a_produce_takes_tickets_only_of_pairs_announced_as_holding_some(producer_api, board, monkeypatch, announced):
+    produce(producer_api, {"topic": "orders", "data": "first"})
+    Message.objects.all().delete()
+    board._may_hold.clear()
+    from registry.wakeups import wakeup_hub
+
+    monkeypatch.setattr(wakeup_hub(), "connected_at", time.monotonic() - 3600)  # heard every notice
+    monkeypatch.setattr(board, "_created_at", time.monotonic() - 3600)
+    entry, sent = _produce_beside(producer_api, OtherProcess(board, "orders", "c-far", announce=announced))
+    if announced:
+        assert sent is not None and Message.objects.get(id=entry["id"]).status == Status.RUNNING
+    else:  # the board was left alone: the ticket stays, the message waits for a claim
+        assert sent is None and Message.objects.get(id=entry["id"]).status == Status.NEW
+        assert [t.consumer for t in _tickets(board, "orders")] == ["c-far"]
+
+
+def test_a_pull_of_this_process_counts_as_announced_the_moment_it_lists(producer_api, consumer, board, monkeypatch):
+    produce(producer_api, {"topic": "orders", "data": "first"})
+    Message.objects.all().delete()
+    board._may_hold.clear()
+    board._announced.clear()
+    from registry.wakeups import wakeup_hub
+
+    monkeypatch.setattr(wakeup_hub(), "connected_at", time.monotonic() - 3600)
+    monkeypatch.setattr(board, "_created_at", time.monotonic() - 3600)
+    pull = WaitingPull(consumer, "orders", "c1", wait_seconds=5)
+    _waiting("orders", 1)
+    before = _handed("orders")
+    [entry] = produce(producer_api, {"topic": "orders", "data": 1})
+    assert [m["id"] for m in pull.messages()] == [entry["id"]]
+    assert _handed("orders") == before + 1  # handed off, not woken to claim
 
 
 def test_a_ticket_whose_token_may_not_reach_the_topic_stays_for_another_produce(producer_api, board):
