@@ -489,7 +489,7 @@ class OfferBoard:
         self._announced: dict[Pair, float] = {}
         self._may_hold: dict[Pair, float] = {}
         self._heard_lock = threading.Lock()
-        self._created_at = time.monotonic()  # notices before this went unheard
+        self._heard_since = -1.0  # time.monotonic() of the last look at the lists themselves
 
     def receiving(self) -> bool:
         """Whether hand-offs from other processes can reach this one now."""
@@ -536,16 +536,31 @@ class OfferBoard:
 
     def may_hold(self, pair: Pair) -> bool:
         """Whether a ticket of `pair` may be listed: a process announced one, or this process
-        cannot tell (its subscriber is down, or connected too lately to have heard of every
-        ticket still listed). Else a produce leaves the board alone: its take was ~0.45 ms of
-        every produce's time (session 10), waiting pulls or not. A notice still on its way
-        when a produce looks costs that produce its hand-off, not a message: the pull is
-        woken by the produce's commit and claims."""
+        cannot tell (its subscriber is down). Else a produce leaves the board alone: its take
+        was ~0.45 ms of every produce's time (session 10), waiting pulls or not. A notice
+        still on its way when a produce looks costs that produce its hand-off, not a message:
+        the pull is woken by the produce's commit and claims."""
         hub = wakeup_hub()
-        hearing_since = max(hub.connected_at, self._created_at)
-        if not hub.connected or time.monotonic() - hearing_since < settings.MQ_MAX_WAIT_SECONDS + ANNOUNCE_SECONDS:
+        if not hub.connected:
+            return True
+        if self._heard_since < hub.connected_at and not self._look_at_lists():
             return True
         return self._may_hold.get(pair, 0.0) >= time.time()
+
+    def _look_at_lists(self) -> bool:
+        """Notices sent before this process subscribed went unheard: once subscribed (again),
+        every pair with a list is taken to hold tickets as long as a ticket can live."""
+        since = time.monotonic()
+        try:
+            keys = list(self._client.scan_iter(f"{self.prefix}*", count=1000))
+        except Exception as exc:  # noqa: BLE001 - then the take finds out
+            logger.warning("could not look at the hand-off board (%s)", exc)
+            return False
+        until = time.time() + settings.MQ_MAX_WAIT_SECONDS + ANNOUNCE_SECONDS
+        for key in keys:
+            self.heard([*json.loads(key.decode()[len(self.prefix):]), until])
+        self._heard_since = since
+        return True
 
     async def withdraw(self, pair: Pair, ticket: str) -> bool:
         return bool(await self._commands().call("LREM", self.key(pair), 1, ticket))

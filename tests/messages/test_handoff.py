@@ -427,17 +427,18 @@ def test_a_ticket_of_a_process_that_died_is_dropped_not_handed_to(producer_api, 
     assert _tickets(board, "orders") == []
 
 
-@pytest.mark.parametrize("announced", [True, False])
-def test_a_produce_takes_tickets_only_of_pairs_announced_as_holding_some(producer_api, board, monkeypatch, announced):
+@pytest.mark.parametrize(("announced", "subscribed_lately"), [(True, False), (False, False), (False, True)])
+def test_a_produce_takes_tickets_only_of_pairs_known_to_hold_some(producer_api, board, monkeypatch, announced,
+                                                                   subscribed_lately):
+    """Known: announced, or (for tickets listed before this process could hear) in a list
+    when this process looked, after subscribing."""
     produce(producer_api, {"topic": "orders", "data": "first"})
     Message.objects.all().delete()
     board._may_hold.clear()
-    from registry.wakeups import wakeup_hub
-
-    monkeypatch.setattr(wakeup_hub(), "connected_at", time.monotonic() - 3600)  # heard every notice
-    monkeypatch.setattr(board, "_created_at", time.monotonic() - 3600)
+    # -1: not looked at the lists since subscribing; else heard every notice since then.
+    monkeypatch.setattr(board, "_heard_since", -1.0 if subscribed_lately else time.monotonic())
     entry, sent = _produce_beside(producer_api, OtherProcess(board, "orders", "c-far", announce=announced))
-    if announced:
+    if announced or subscribed_lately:
         assert sent is not None and Message.objects.get(id=entry["id"]).status == Status.RUNNING
     else:  # the board was left alone: the ticket stays, the message waits for a claim
         assert sent is None and Message.objects.get(id=entry["id"]).status == Status.NEW
@@ -449,10 +450,7 @@ def test_a_pull_of_this_process_counts_as_announced_the_moment_it_lists(producer
     Message.objects.all().delete()
     board._may_hold.clear()
     board._announced.clear()
-    from registry.wakeups import wakeup_hub
-
-    monkeypatch.setattr(wakeup_hub(), "connected_at", time.monotonic() - 3600)
-    monkeypatch.setattr(board, "_created_at", time.monotonic() - 3600)
+    monkeypatch.setattr(board, "_heard_since", time.monotonic())
     pull = WaitingPull(consumer, "orders", "c1", wait_seconds=5)
     _waiting("orders", 1)
     before = _handed("orders")
