@@ -288,13 +288,13 @@ class WakeupHub:
                     if item is None or item.get("type") != "message":
                         continue
                     if item["channel"] == direct.encode():
-                        self._on_direct(item["data"])
+                        self._hand_to(self._direct, item["data"])
                         continue
                     signal = json.loads(item["data"])
                     if signal["from"] != self.origin:  # our own were woken when published
                         self.notify_local([tuple(pair) for pair in signal["pairs"]])  # type: ignore[misc]
                         if "listed" in signal:
-                            self._on_listed(signal["listed"])
+                            self._hand_to(self._listed, signal["listed"])
             except Exception as exc:  # noqa: BLE001 - reconnect on any failure
                 if self.connected:
                     logger.warning("wake-up subscriber lost Redis (%s); polling meanwhile", exc)
@@ -302,21 +302,15 @@ class WakeupHub:
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
 
-    def _on_direct(self, payload: bytes) -> None:
-        if self._direct is None:
+    @staticmethod
+    def _hand_to(handler: Callable[[Any], None] | None, item: Any) -> None:
+        """`handler(item)` on the subscriber thread, whose loop must outlive any handler's failure."""
+        if handler is None:
             return
         try:
-            self._direct(payload)
+            handler(item)
         except Exception:
-            logger.exception("direct message handler failed")
-
-    def _on_listed(self, notice: Any) -> None:
-        if self._listed is None:
-            return
-        try:
-            self._listed(notice)
-        except Exception:
-            logger.exception("listed notice handler failed on %r", notice)
+            logger.exception("subscriber handler failed on %r", item)
 
     def _wake_all(self) -> None:
         with self._lock:
