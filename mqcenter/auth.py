@@ -317,5 +317,5 @@ def request_counter_add(key: str, period: int, count: int) -> int:
     pipe = client.pipeline(transaction=False)
     pipe.incrby(f"mq:{key}", count)
     pipe.expire(f"mq:{key}", period + 1)
-    count, _ = pipe.execute()
-    return int(count)
+    total, _ = pipe.execute()
+    return int(total)

@@ -118,7 +118,6 @@ class Acker:
                         logger.warning("the broker ignored the acks a pull carried; acking on its own")
                         self.pulls_carry = False
                     self._queue.extendleft(reversed(batch))
-                    self._last_result = time.monotonic()
             else:
                 self._report(batch, outcomes)
         finally:

@@ -203,7 +203,6 @@ def messages_extend(
     ]
 
 
-@retry_on_lock_conflict
 def acks_before_pull(
     *, principal: Principal, topic: str, consumer: str, results: list[AckResult] | None
 ) -> list[dict[str, Any]] | None:
@@ -218,6 +217,7 @@ def acks_before_pull(
     return messages_ack(principal=principal, consumer=consumer, results=results)
 
 
+@retry_on_lock_conflict
 def messages_release(*, principal: Principal, consumer: str, ids: list[int]) -> list[dict[str, Any]]:
     """Hand back messages pulled but not started: NEW at once, no retry spent, and the
     delivery does not count as an attempt."""
