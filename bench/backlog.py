@@ -22,7 +22,7 @@ from bench.dblimit import INSERT_MESSAGE, message_row
 
 TOPIC, GROUP = "bench", "default"
 COLUMNS = ("topic, group_name, data, msg_key, headers, status, effect_time, retry_remaining, attempt,"
-           " timeout_seconds, dedup_key, lease_owner, lease_expires_at, last_log, add_time, update_time")
+           " timeout_seconds, dedup_key, lease_owner, lease_expires_at, last_log, add_time, update_time, producer")
 
 
 def _status_of(i: int) -> str:

@@ -31,8 +31,8 @@ def split(broker: BenchBroker, samples: int) -> dict[str, float]:
     try:
         cur = conn.cursor()
         cur.execute(
-            "SELECT m.data, p.at, q.at FROM mq_message m"
-            " JOIN mq_message_trace p ON p.message_id = m.id AND p.event = 'produced'"
+            # A message's "produced" event is its row's add_time (no trace row holds it).
+            "SELECT m.data, m.add_time, q.at FROM mq_message m"
             " JOIN mq_message_trace q ON q.message_id = m.id AND q.event = 'pulled'"
             " WHERE m.topic = %s ORDER BY m.id DESC LIMIT %s", (TOPIC, samples))
         rows = cur.fetchall()

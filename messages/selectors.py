@@ -14,6 +14,7 @@ from messages.filters import MessageFilter
 from messages.models import Message, MessageArchive, MessageTrace, StatsBucket, Status
 from messages.services.operations import message_get
 from messages.services.stats import COUNT_FIELDS, bucket_totals, minute_of
+from messages.services.trace import produced_event
 from mqcenter.auth import Principal
 from mqcenter.errors import InvalidRequest, NotFound
 from topics.models import Topic
@@ -54,8 +55,13 @@ def _keyset_page(rows: QuerySet[Any], cursor: str | None, limit: int) -> tuple[l
     return page[:limit], next_cursor
 
 
-def message_trace(message_id: int) -> list[MessageTrace]:
-    return list(MessageTrace.objects.filter(message_id=message_id).order_by("id"))
+def message_trace(message: Message | MessageArchive) -> list[MessageTrace]:
+    """The message's trace, oldest first: its "produced" event (from the row itself, see
+    `Message.producer`), then the stored events."""
+    stored = list(MessageTrace.objects.filter(message_id=message.id).order_by("id"))
+    if message.producer is None:  # stored before `producer`: its "produced" row is in `stored`
+        return stored
+    return [produced_event(message), *stored]
 
 
 def message_detail(
@@ -67,7 +73,7 @@ def message_detail(
         message: Message | MessageArchive = message_get(principal=principal, message_id=message_id)
     except NotFound:
         message = archive_get(principal=principal, message_id=message_id)
-    return message, message_trace(message.id)
+    return message, message_trace(message)
 
 
 def topic_stats(*, principal: Principal, topic: str | None = None) -> list[dict[str, Any]]:

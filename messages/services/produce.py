@@ -87,6 +87,7 @@ class NewMessage(NamedTuple):
     last_log: str
     add_time: datetime
     update_time: datetime
+    producer: str
 
 
 @retry_on_lock_conflict
@@ -147,12 +148,13 @@ def _store(
     principal: Principal, targets: list[tuple[ProduceItem, Topic, list[str]]], reservation: Reservation | None,
     *, look_up_dedup: bool,
 ) -> tuple[list[ProduceResult], set[tuple[str, str]]]:
-    """Insert the batch (with its PRODUCED traces); messages handed off are inserted leased
-    to their pulls, with PULLED traces too. Returns the results and the (topic, group)
+    """Insert the batch; messages handed off are inserted leased to their pulls, with their
+    PULLED traces. (A message's "produced" event is its row: `producer` and `add_time`.) Returns the results and the (topic, group)
     pairs left with NEW messages to wake pulls for. Without `look_up_dedup`, a dedup key
     already stored fails the insert (IntegrityError) instead of answering the duplicate."""
     now = timezone.now()
-    rows = [_message_row(item, topic, group, now) for item, topic, groups in targets for group in groups]
+    producer = principal.name[:200]
+    rows = [_message_row(item, topic, group, now, producer) for item, topic, groups in targets for group in groups]
     existing = _existing_by_dedup(rows) if look_up_dedup else {}
     fresh: list[NewMessage] = []  # the rows to insert
     # Per row, in order: the stored duplicate it repeats, or (index in `fresh`, duplicate?).
@@ -174,8 +176,7 @@ def _store(
 
     shares = _hand_off(reservation, fresh, {t.name: t for _, t, _ in targets}, now) if reservation else []
     ids = insert_values(Message, fresh, return_ids=True)
-    actor = principal.name[:200]
-    traces = [TraceRow(new_id, TraceEvent.PRODUCED, actor, now, 0, None, None, Status.NEW, "") for new_id in ids]
+    traces: list[TraceRow] = []
     for offer, indexes in shares:
         offer.messages = [_handed_message(fresh[i], ids[i]) for i in indexes]
         rank, total = rank_cache.rank(offer.consumer, *offer.pair)
@@ -233,7 +234,7 @@ def _count(results: list[ProduceResult]) -> None:
         (metrics.duplicates if duplicate else metrics.produced).labels(topic).inc(count)
 
 
-def _message_row(item: ProduceItem, topic: Topic, group: str, now: datetime) -> NewMessage:
+def _message_row(item: ProduceItem, topic: Topic, group: str, now: datetime, producer: str) -> NewMessage:
     if item.effect_time is not None:
         effect_time = item.effect_time
     elif item.delay_seconds:
@@ -244,7 +245,7 @@ def _message_row(item: ProduceItem, topic: Topic, group: str, now: datetime) -> 
         topic.name, group, item.data, item.key, item.headers, Status.NEW, effect_time,
         topic.retry_count if item.retry_count is None else item.retry_count, 0,
         topic.timeout_seconds if item.timeout_seconds is None else item.timeout_seconds,
-        item.dedup_key, None, None, "", now, now,
+        item.dedup_key, None, None, "", now, now, producer,
     )
 
 

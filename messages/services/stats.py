@@ -1,9 +1,9 @@
 """The flush job: per-minute stats buckets from the trace, plus backlog snapshots.
 
-Counts are derived incrementally from `mq_message_trace`, whose ids only grow: each flush
-reads the trace rows after its watermark (a primary-key range scan), adds them to the
-buckets of their minute and moves the watermark, all in one transaction that holds the
-watermark row's lock. Two workers flushing at once therefore take turns, and a crash
+Counts are derived incrementally from `mq_message_trace`, whose ids only grow, and
+"produced" from `mq_message` (a message's produced event is its row): each flush reads the
+rows after its watermark (a primary-key range scan), adds them to the buckets of their
+minute and moves the watermark, all in one transaction that holds the watermark row's lock. Two workers flushing at once therefore take turns, and a crash
 between the bucket writes and the watermark rolls both back: nothing is counted twice.
 
 A trace row is written in the transaction of the change it describes, so a row with a
@@ -87,12 +87,13 @@ def stats_flush(*, now: datetime | None = None, batch: int = FLUSH_BATCH, max_ba
     MaintenanceRun.objects.get_or_create(job="flush")
     events = 0
     batches = 0
-    while batches < max_batches:
-        counted, more = _flush_batch(now=now, batch=batch)
-        events += counted
-        batches += 1
-        if not more:
-            break
+    for flush_one in (_flush_batch, _flush_produced_batch):
+        for _ in range(max_batches):
+            counted, more = flush_one(now=now, batch=batch)
+            events += counted
+            batches += 1
+            if not more:
+                break
     pairs = stats_snapshot(now=now)
     purged = stats_purge(now=now)
     return {"events": events, "batches": batches, "snapshot_groups": pairs, "purged_buckets": purged}
@@ -135,6 +136,33 @@ def _flush_batch(*, now: datetime, batch: int) -> tuple[int, bool]:
         _add_to_buckets(deltas)
         MaintenanceRun.objects.filter(pk=state.pk).update(cursor=upper)
     return taken, taken == len(marks) == batch
+
+
+def _flush_produced_batch(*, now: datetime, batch: int) -> tuple[int, bool]:
+    """Count "produced" from the message rows after the message watermark, as
+    `_flush_batch` counts trace events (a message's "produced" event is its row, see
+    `Message.producer`; rows without a producer were counted from their trace row). A
+    message deleted or archived before the flush reached it is not counted."""
+    settled = now - timedelta(seconds=SETTLE_SECONDS)
+    with transaction.atomic():
+        state = MaintenanceRun.objects.select_for_update().get(job="flush")
+        rows = list(
+            Message.objects.filter(id__gt=state.message_cursor).order_by("id")
+            .values_list("id", "add_time", "producer", "topic", "group_name")[:batch]
+        )
+        upper, taken = None, 0
+        deltas: dict[Key, dict[str, int]] = defaultdict(lambda: dict.fromkeys(COUNT_FIELDS, 0))
+        for message_id, add_time, producer, topic, group in rows:
+            if add_time > settled:
+                break  # younger rows wait for the next flush, as trace rows do
+            upper, taken = message_id, taken + 1
+            if producer is not None:
+                deltas[(topic, group, minute_of(add_time))]["produced"] += 1
+        if upper is None:
+            return 0, False
+        _add_to_buckets(deltas)
+        MaintenanceRun.objects.filter(pk=state.pk).update(message_cursor=upper)
+    return taken, taken == len(rows) == batch
 
 
 def _archived_pairs(ids: set[int]) -> dict[int, tuple[str, str]]:

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from messages.models import MessageTrace
+from messages.models import MessageTrace, Status, TraceEvent
 
 LOG_LIMIT = 4000
 
@@ -46,3 +46,10 @@ def trace_write(rows: Iterable[TraceRow]) -> None:
     from messages.sql import insert_values
 
     insert_values(MessageTrace, list(rows), return_ids=False)
+
+
+def produced_event(message: Any) -> MessageTrace:
+    """A message's "produced" event, read off its row (its producer and add time): produce
+    writes no trace row for it. Unsaved (no id)."""
+    return MessageTrace(message_id=message.id, event=TraceEvent.PRODUCED, actor=message.producer or "",
+                        at=message.add_time, attempt=0, status_after=Status.NEW)

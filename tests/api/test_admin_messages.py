@@ -114,9 +114,26 @@ def test_it_shows_a_message_with_its_trace_in_order(admin_api, producer_api, con
     body = response.json()
     assert body["id"] == entry["id"] and body["data"] == {"x": 1} and body["status"] == "NEW"
     assert [e["event"] for e in body["trace"]] == ["produced", "pulled", "nacked", "retry_scheduled"]
-    pulled = body["trace"][1]
+    produced, pulled = body["trace"][:2]
+    # The "produced" event is read off the message row: no trace row of its own.
+    assert produced["actor"] == "produce:orders*" and (produced["attempt"], produced["status"]) == (0, "NEW")
+    assert produced["at"] == body["add_time"]
+    assert MessageTrace.objects.filter(message_id=entry["id"]).count() == 3
     assert pulled["actor"] == "c1" and pulled["attempt"] == 1 and (pulled["rank"], pulled["total"]) == (0, 1)
     assert body["trace"][2]["log"] == "nope"
+
+
+def test_a_message_stored_with_its_produced_trace_row_shows_one_produced_event(admin_api, producer_api, orders):
+    # Stored before messages carried their producer: the "produced" event is a trace row.
+    [entry] = produce(producer_api, {"topic": "orders", "data": 1})
+    row = Message.objects.get(id=entry["id"])
+    Message.objects.filter(id=row.id).update(producer=None)
+    MessageTrace.objects.create(message_id=row.id, event="produced", actor="old-producer", at=row.add_time,
+                                status_after="NEW")
+
+    trace = admin_api.get(f"/api/v1/messages/{row.id}").json()["trace"]
+
+    assert [(e["event"], e["actor"]) for e in trace] == [("produced", "old-producer")]
 
 
 def test_it_answers_404_for_unknown_or_foreign_messages(admin_api, producer_api, outsider_api, orders):

@@ -23,7 +23,6 @@ def test_it_stores_a_message_and_answers_201_with_its_id(producer_api, consumer_
     assert entry["status"] == "NEW" and entry["duplicate"] is False
     row = Message.objects.get(id=entry["id"])
     assert row.status == "NEW" and row.attempt == 0
-    assert MessageTrace.objects.filter(message_id=row.id, event="produced").count() == 1
     [delivered] = pull(consumer_api, "orders")
     assert delivered["id"] == entry["id"] and delivered["data"] == {"order": 42}
 
@@ -149,7 +148,6 @@ def test_a_batch_mixing_stored_and_new_dedup_keys_stores_only_the_new(producer_a
     assert [e["duplicate"] for e in entries] == [False, True]
     assert entries[1]["id"] == stored["id"]
     assert sorted(Message.objects.values_list("dedup_key", "data")) == [("new", "2"), ("old", "1")]
-    assert MessageTrace.objects.filter(event="produced").count() == 2
 
 
 def test_it_broadcasts_to_declared_and_registered_groups(admin_api, producer_api, consumer_api):

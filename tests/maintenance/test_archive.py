@@ -85,6 +85,8 @@ def test_it_exports_archived_history_to_parquet_partitioned_by_day_and_topic(
     assert sorted(table.column("id").to_pylist()) == sorted(finished_orders["archivable"])
     assert set(table.column("status").to_pylist()) == {"SUCCESS", "FAIL"}
     assert "archived_at" in table.column_names and "data" in table.column_names
+    # who produced each one: no trace row holds a "produced" event (see Message.producer)
+    assert set(table.column("producer").to_pylist()) == {BROKER.name}
     # Hive-style partitions: Spark and pyarrow datasets read day and topic as columns.
     traces = ds.dataset(tmp_path / "traces", format="parquet", partitioning="hive").to_table()
     assert set(traces.column("topic").to_pylist()) == {"orders"}
@@ -121,6 +123,8 @@ def test_it_purges_the_archive_past_its_retention_once_exported(
     messages_archive()
     MessageArchive.objects.update(archived_at=timezone.now() - timedelta(days=100))
     archivable = finished_orders["archivable"]
+    [fresh] = finished_orders["fresh"]
+    MessageTrace.objects.create(message_id=fresh, event="edited", actor="op", at=timezone.now(), status_after="NEW")
 
     with override_settings(MQ_ARCHIVE_PARQUET_DIR=str(tmp_path), MQ_ARCHIVE_RETENTION_DAYS=90):
         assert archive_purge() == 0  # not exported yet: kept

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 from datetime import timedelta
 
 import pytest
+from django.apps import apps as django_apps
 from django.utils import timezone
 
-from messages.models import MaintenanceRun, StatsBucket
+from messages.models import MaintenanceRun, Message, MessageTrace, StatsBucket
 from messages.selectors import stats_series, topic_stats
 from messages.services import stats_flush
 from mqcenter.auth import Principal
@@ -49,6 +51,35 @@ def test_it_never_counts_an_event_twice_when_flushed_again() -> None:
     assert totals("orders")["produced"] == 7
 
 
+def test_it_counts_produced_from_message_rows_and_from_the_trace_rows_of_older_messages() -> None:
+    # Two messages stored before messages carried their producer: "produced" is a trace row.
+    legacy = produce("orders", 2)
+    Message.objects.filter(id__in=legacy).update(producer=None)
+    MessageTrace.objects.bulk_create(
+        MessageTrace(message_id=i, event="produced", actor="old", at=timezone.now(), status_after="NEW")
+        for i in legacy
+    )
+    new = produce("orders", 3)
+    settle_trace()
+
+    stats_flush()
+
+    assert totals("orders")["produced"] == 5
+    run = MaintenanceRun.objects.get(job="flush")
+    assert run.message_cursor == max(new)
+    assert not MessageTrace.objects.filter(message_id__in=new).exists()
+
+
+def test_the_migration_starts_the_message_watermark_at_the_newest_message() -> None:
+    migration = importlib.import_module("messages.migrations.0004_message_producer")
+    ids = produce("orders", 3)
+    MaintenanceRun.objects.create(job="flush")
+
+    migration.start_message_watermark(django_apps, None)
+
+    assert MaintenanceRun.objects.get(job="flush").message_cursor == max(ids)
+
+
 def test_it_leaves_events_younger_than_the_settle_time_for_the_next_flush() -> None:
     produce("orders", 3)  # just now: not settled yet
 
@@ -86,7 +117,7 @@ def test_it_records_the_watermark_and_last_run() -> None:
 
     run = MaintenanceRun.objects.get(job="flush")
     assert run.outcome == "ok" and run.runs == 1 and run.last_finished_at is not None
-    assert run.cursor > 0 and run.last_result["events"] >= 2
+    assert run.message_cursor > 0 and run.last_result["events"] >= 2  # "produced" is counted off the rows
 
 
 def test_it_records_a_failed_run_with_its_error() -> None:

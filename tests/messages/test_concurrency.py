@@ -201,8 +201,8 @@ def test_it_takes_an_unacked_message_back_after_its_lease_and_answers_the_late_a
         __import__("messages.models", fromlist=["MessageTrace"]).MessageTrace.objects
         .filter(message_id=message_id).order_by("id").values_list("event", "actor")
     )
-    assert events == [
-        ("produced", "test"), ("pulled", "slow"), ("lease_expired", "broker"),
+    assert events == [  # "produced" is the message row itself
+        ("pulled", "slow"), ("lease_expired", "broker"),
         ("pulled", "fast"), ("stale_ack", "slow"), ("acked", "fast"),
     ]
 

@@ -118,10 +118,10 @@ def test_an_idle_pull_is_handed_the_message_leased_and_traced_in_the_produce_tra
     assert (stored.status, stored.lease_owner, stored.attempt) == (Status.RUNNING, "c1", 1)
     assert got["lease_expires_at"] == stored.lease_expires_at.isoformat().replace("+00:00", "Z")
     assert got["effect_time"] == stored.effect_time.isoformat().replace("+00:00", "Z")
-    # PRODUCED and PULLED in one transaction: one time for both.
+    # Produced (the row's add_time) and PULLED in one transaction: one time for both.
     events = _events(entry["id"])
-    assert [(e, actor) for e, actor, _ in events] == [(TraceEvent.PRODUCED, events[0][1]), (TraceEvent.PULLED, "c1")]
-    assert events[0][2] == events[1][2]
+    assert [(e, actor) for e, actor, _ in events] == [(TraceEvent.PULLED, "c1")]
+    assert events[0][2] == stored.add_time
     assert _handed("orders") == before + 1
 
 
@@ -166,8 +166,8 @@ def test_a_delayed_message_is_claimed_when_due_not_handed_off(producer_api, cons
     _waiting("orders", 1)
     [delayed] = produce(producer_api, {"topic": "orders", "data": 1, "delay_seconds": 0.3})
     assert [m["id"] for m in pull.messages()] == [delayed["id"]]
-    produced, pulled = (at for _, _, at in _events(delayed["id"]))
-    assert (pulled - produced).total_seconds() >= 0.3
+    [(_, _, pulled)] = _events(delayed["id"])
+    assert (pulled - Message.objects.get(id=delayed["id"]).add_time).total_seconds() >= 0.3
     assert _handed("orders") == before
 
 
@@ -240,7 +240,7 @@ def test_a_pull_cancelled_while_a_produce_holds_it_gets_its_messages_released(pr
     # Committed, then handed back at once: NEW, no attempt spent, the RELEASED trace says so.
     rows = Message.objects.filter(id__in=held.ids)
     assert {(m.status, m.attempt, m.lease_owner) for m in rows} == {(Status.NEW, 0, None)}
-    assert [e for e, _, _ in _events(held.ids[0])] == [TraceEvent.PRODUCED, TraceEvent.PULLED, TraceEvent.RELEASED]
+    assert [e for e, _, _ in _events(held.ids[0])] == [TraceEvent.PULLED, TraceEvent.RELEASED]
 
 
 def test_a_broadcast_hands_each_groups_copy_to_that_groups_pull(producer_api, consumer):
@@ -399,8 +399,8 @@ def test_a_produce_hands_to_a_pull_of_another_process_and_publishes_the_messages
     assert (handed.data, handed.lease_expires_at, handed.effect_time, handed.attempt) == (
         stored.data, stored.lease_expires_at, stored.effect_time, 1)
     events = _events(ids[0])
-    assert [(e, actor) for e, actor, _ in events][1:] == [(TraceEvent.PULLED, "far-consumer")]
-    assert events[0][2] == events[1][2]  # in the produce's transaction
+    assert [(e, actor) for e, actor, _ in events] == [(TraceEvent.PULLED, "far-consumer")]
+    assert events[0][2] == stored.add_time  # in the produce's transaction
     assert _tickets(board, "orders") == []
 
 
@@ -414,7 +414,7 @@ def test_messages_handed_to_a_process_that_stopped_listening_are_released_at_onc
     [entry] = produce(producer_api, {"topic": "orders", "data": 1})
     stored = Message.objects.get(id=entry["id"])
     assert (stored.status, stored.attempt, stored.lease_owner) == (Status.NEW, 0, None)
-    assert [(e, actor) for e, actor, _ in _events(entry["id"])][1:] == [
+    assert [(e, actor) for e, actor, _ in _events(entry["id"])] == [
         (TraceEvent.PULLED, "killed-consumer"), (TraceEvent.RELEASED, "killed-consumer")]
 
 
