@@ -58,6 +58,7 @@ import json
 import logging
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -351,12 +352,13 @@ class HandOffs:
         woken: list[Offer] = []
         elsewhere: dict[str, list[Offer]] = {}
         returned: dict[Pair, dict[Offer, None]] = {}
+        handed_per_pair: Counter[Pair] = Counter()  # one metric update per pair, not per pull
         with self._lock:
             for offer in reservation.offers:
                 if offer.node is not None:
                     elsewhere.setdefault(offer.node, []).append(offer)
                     if committed:
-                        metrics.handed_off.labels(*offer.pair).inc(len(offer.messages))
+                        handed_per_pair[offer.pair] += len(offer.messages)
                 elif offer.state in (ABANDONED, GONE):
                     self._late.pop(offer.id, None)
                     offer.state = GONE
@@ -366,7 +368,7 @@ class HandOffs:
                     offer.state = HANDED
                     self._listed.pop(offer.id, None)
                     woken.append(offer)
-                    metrics.handed_off.labels(*offer.pair).inc(len(offer.messages))
+                    handed_per_pair[offer.pair] += len(offer.messages)
                 elif offer.state == LEAVING or offer.id:  # listed (id > 0): it goes round again
                     offer.messages, offer.state = [], GONE
                     self._listed.pop(offer.id, None)
@@ -379,6 +381,8 @@ class HandOffs:
         for offer in woken:
             assert offer.wake is not None
             offer.wake.set()
+        for pair, count in handed_per_pair.items():
+            metrics.handed_off.labels(*pair).inc(count)
         for node, offers in elsewhere.items():
             handed = [[o.id, [message_to_wire(m) for m in o.messages] if committed else None] for o in offers]
             try:

@@ -35,7 +35,9 @@ logger = logging.getLogger(__name__)
 DEDUP_RACE_RETRIES = 3
 
 
-@dataclass(frozen=True)
+# Not frozen: a frozen dataclass sets each of its 11 fields through object.__setattr__, 4 us
+# an item against 0.7 here, paid for every message of every produce.
+@dataclass(slots=True)
 class ProduceItem:
     topic: str
     data: str  # the JSON text of `data`, already validated and size-checked
