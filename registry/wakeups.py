@@ -112,12 +112,16 @@ class WakeupHub:
         # pulls then trust wake-ups and fall back to polling only rarely.
         self.connected = not redis_url
         self.connected_at = 0.0  # time.monotonic() when the subscriber last connected
+        self._origin: tuple[int, str] = (0, "")  # (pid, origin) of the process it was made for
 
     @property
     def origin(self) -> str:
-        """Tells this process's own signals apart when Redis echoes them back (read per
+        """Tells this process's own signals apart when Redis echoes them back (checked per
         call: a forked child is another process)."""
-        return f"{socket.gethostname()}:{os.getpid()}:{id(self)}"
+        pid = os.getpid()
+        if self._origin[0] != pid:
+            self._origin = (pid, f"{socket.gethostname()}:{pid}:{id(self)}")
+        return self._origin[1]
 
     @property
     def direct_channel(self) -> str:

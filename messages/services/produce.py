@@ -52,7 +52,7 @@ class ProduceItem:
     broadcast: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen, as ProduceItem
 class ProduceResult:
     id: int
     topic: str

@@ -68,3 +68,28 @@ def test_it_renders_no_messages_and_many():
     assert pull_answer([]) == drf([]) == b'{"messages":[]}'
     many = [message(n, {"n": n, "pad": "x" * 200}) for n in range(1, 1001)]
     assert pull_answer(many) == drf(many)
+
+
+@pytest.mark.parametrize("data", DATA, ids=range(len(DATA)))
+def test_data_is_stored_as_the_json_encoder_writes_it(data):
+    # data_text calls the C encoder directly; it must write what json.dumps writes
+    assert data_text(data) == json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+@pytest.mark.parametrize(("data", "error"), [
+    (float("nan"), ValueError), ({"x": [float("inf")]}, ValueError), ({"x": object()}, TypeError),
+    ({(1, 2): 1}, TypeError),
+])
+def test_data_that_is_no_json_value_is_refused(data, error):
+    with pytest.raises(error):
+        data_text(data)
+
+
+def test_data_nested_too_deeply_is_refused():
+    deep: list[object] = []
+    inner = deep
+    for _ in range(100_000):
+        inner.append([])
+        inner = inner[0]  # type: ignore[assignment]
+    with pytest.raises(RecursionError):
+        data_text(deep)
