@@ -151,9 +151,10 @@ def _store(
     *, look_up_dedup: bool,
 ) -> tuple[list[ProduceResult], set[tuple[str, str]]]:
     """Insert the batch; messages handed off are inserted leased to their pulls, with their
-    PULLED traces. (A message's "produced" event is its row: `producer` and `add_time`.) Returns the results and the (topic, group)
-    pairs left with NEW messages to wake pulls for. Without `look_up_dedup`, a dedup key
-    already stored fails the insert (IntegrityError) instead of answering the duplicate."""
+    PULLED traces (a message's "produced" event is its row: `producer` and `add_time`).
+    Returns the results and the (topic, group) pairs left with NEW messages to wake pulls
+    for. Without `look_up_dedup`, a dedup key already stored fails the insert
+    (IntegrityError) instead of answering the duplicate."""
     now = timezone.now()
     producer = principal.name[:200]
     rows = [_message_row(item, topic, group, now, producer) for item, topic, groups in targets for group in groups]

@@ -3,8 +3,9 @@
 Counts are derived incrementally from `mq_message_trace`, whose ids only grow, and
 "produced" from `mq_message` (a message's produced event is its row): each flush reads the
 rows after its watermark (a primary-key range scan), adds them to the buckets of their
-minute and moves the watermark, all in one transaction that holds the watermark row's lock. Two workers flushing at once therefore take turns, and a crash
-between the bucket writes and the watermark rolls both back: nothing is counted twice.
+minute and moves the watermark, all in one transaction that holds the watermark row's
+lock. Two workers flushing at once therefore take turns, and a crash between the bucket
+writes and the watermark rolls both back: nothing is counted twice.
 
 A trace row is written in the transaction of the change it describes, so a row with a
 smaller id can commit slightly after a larger one. The flush only counts rows older than
