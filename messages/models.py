@@ -45,7 +45,7 @@ class Message(models.Model):
     update_time = models.DateTimeField()
     # Who produced it (the token's name). With `add_time` this is the message's "produced"
     # trace event, which is not written as a trace row of its own: a third of the trace
-    # table, and measured (bench/, session 11) 13% of produce throughput. NULL on messages
+    # table, and measured (bench/, session 11) 14% of produce throughput. NULL on messages
     # stored before: they kept their "produced" row. Last, so positional rows stay valid.
     producer = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
 
