@@ -107,13 +107,10 @@ def _flush_batch(*, now: datetime, batch: int) -> tuple[int, bool]:
         marks = list(
             MessageTrace.objects.filter(id__gt=state.cursor).order_by("id").values_list("id", "at")[:batch]
         )
-        upper, taken = None, 0
-        for trace_id, at in marks:
-            if at > settled:
-                break  # younger rows wait for the next flush (see the module docstring)
-            upper, taken = trace_id, taken + 1
-        if upper is None:
+        taken = _settled(marks, settled)
+        if not taken:
             return 0, False
+        upper = taken[-1][0]
         # Topic and group come from the message row (a primary-key lookup per event, in
         # the database); messages archived meanwhile are looked up in the archive.
         pair_of = Message.objects.filter(id=OuterRef("message_id"))
@@ -125,7 +122,7 @@ def _flush_batch(*, now: datetime, batch: int) -> tuple[int, bool]:
         )
         counted = list(rows)
         archived = _archived_pairs({r[0] for r in counted if r[4] is None})
-        deltas: dict[Key, dict[str, int]] = defaultdict(lambda: dict.fromkeys(COUNT_FIELDS, 0))
+        deltas = _no_deltas()
         for message_id, event, status_after, at, topic, group in counted:
             if topic is None:
                 pair = archived.get(message_id)
@@ -136,7 +133,7 @@ def _flush_batch(*, now: datetime, batch: int) -> tuple[int, bool]:
                 deltas[(topic, group, minute_of(at))][field] += 1
         _add_to_buckets(deltas)
         MaintenanceRun.objects.filter(pk=state.pk).update(cursor=upper)
-    return taken, taken == len(marks) == batch
+    return len(taken), len(taken) == len(marks) == batch
 
 
 def _flush_produced_batch(*, now: datetime, batch: int) -> tuple[int, bool]:
@@ -151,19 +148,29 @@ def _flush_produced_batch(*, now: datetime, batch: int) -> tuple[int, bool]:
             Message.objects.filter(id__gt=state.message_cursor).order_by("id")
             .values_list("id", "add_time", "producer", "topic", "group_name")[:batch]
         )
-        upper, taken = None, 0
-        deltas: dict[Key, dict[str, int]] = defaultdict(lambda: dict.fromkeys(COUNT_FIELDS, 0))
-        for message_id, add_time, producer, topic, group in rows:
-            if add_time > settled:
-                break  # younger rows wait for the next flush, as trace rows do
-            upper, taken = message_id, taken + 1
+        taken = _settled(rows, settled)
+        if not taken:
+            return 0, False
+        deltas = _no_deltas()
+        for _, add_time, producer, topic, group in taken:
             if producer is not None:
                 deltas[(topic, group, minute_of(add_time))]["produced"] += 1
-        if upper is None:
-            return 0, False
         _add_to_buckets(deltas)
-        MaintenanceRun.objects.filter(pk=state.pk).update(message_cursor=upper)
-    return taken, taken == len(rows) == batch
+        MaintenanceRun.objects.filter(pk=state.pk).update(message_cursor=taken[-1][0])
+    return len(taken), len(taken) == len(rows) == batch
+
+
+def _settled(rows: list[Any], settled: datetime) -> list[Any]:
+    """The leading rows (id, time, ...) at or before `settled`: younger ones, and any after
+    them, wait for the next flush (see the module docstring)."""
+    for index, row in enumerate(rows):
+        if row[1] > settled:
+            return rows[:index]
+    return rows
+
+
+def _no_deltas() -> dict[Key, dict[str, int]]:
+    return defaultdict(lambda: dict.fromkeys(COUNT_FIELDS, 0))
 
 
 def _archived_pairs(ids: set[int]) -> dict[int, tuple[str, str]]:
