@@ -1,14 +1,14 @@
 """Where the delivery latency goes: `python -m bench.latency_split [--samples N] [--serving NAME]`.
 
 Runs the latency figure's workload (one idle SDK consumer, one message at a time, 20 ms
-apart) and splits each sample at the two moments the broker records in the trace table:
-- the produce call's start (client clock) -> the broker's PRODUCED time (request reached the
-  produce service);
+apart) and splits each sample at the two moments the broker records with the message:
+- the produce call's start (client clock) -> the broker's PRODUCED time (the row's add_time:
+  the request reached the produce service);
 - PRODUCED -> PULLED (insert, commit, wake-up, and the claim's start in the waiting pull);
   zero when the produce hands the message to the waiting pull (messages/services/handoff.py:
-  both rows are written in the produce's transaction, with one time);
+  the row's `handed_to` is that event, at its add_time);
 - PULLED -> the handler's start (claim transaction or, handed off, the produce's insert and
-  commit; pull answer, SDK dispatch).
+  its commit; pull answer, SDK dispatch).
 One machine, one clock. Prints medians; not part of `bench all`.
 """
 
@@ -31,10 +31,13 @@ def split(broker: BenchBroker, samples: int) -> dict[str, float]:
     try:
         cur = conn.cursor()
         cur.execute(
-            # A message's "produced" event is its row's add_time (no trace row holds it).
-            "SELECT m.data, m.add_time, q.at FROM mq_message m"
-            " JOIN mq_message_trace q ON q.message_id = m.id AND q.event = 'pulled'"
-            " WHERE m.topic = %s ORDER BY m.id DESC LIMIT %s", (TOPIC, samples))
+            # A message's "produced" event is its row's add_time, and so is the "pulled" event of
+            # a hand-off (`handed_to`): no trace row holds them.
+            "SELECT m.data, m.add_time, CASE WHEN m.handed_to IS NULL THEN q.at ELSE m.add_time END"
+            " FROM mq_message m"
+            " LEFT JOIN mq_message_trace q ON q.message_id = m.id AND q.event = 'pulled'"
+            " WHERE m.topic = %s AND (m.handed_to IS NOT NULL OR q.at IS NOT NULL)"
+            " ORDER BY m.id DESC LIMIT %s", (TOPIC, samples))
         rows = cur.fetchall()
     finally:
         conn.close()

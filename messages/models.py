@@ -48,6 +48,11 @@ class Message(models.Model):
     # table, and measured (bench/, session 11) 14% of produce throughput. NULL on messages
     # stored before: they kept their "produced" row. Last, so positional rows stay valid.
     producer = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    # The consumer a produce handed the message to (messages/services/handoff.py), NULL if
+    # it was stored for a claim. With `add_time` this is the message's first "pulled" trace
+    # event, which is not written as a trace row: without it a produce is one INSERT and
+    # needs no transaction (bench/, session 12). Like `producer`, never changed afterwards.
+    handed_to = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
 
     class Meta:
         db_table = "mq_message"
@@ -211,6 +216,7 @@ class MessageArchive(models.Model):
     add_time = models.DateTimeField()
     update_time = models.DateTimeField()
     producer = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001 - mirrors mq_message
+    handed_to = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001 - mirrors mq_message
     archived_at = models.DateTimeField()
 
     class Meta:

@@ -14,7 +14,7 @@ from messages.filters import MessageFilter
 from messages.models import Message, MessageArchive, MessageTrace, StatsBucket, Status
 from messages.services.operations import message_get
 from messages.services.stats import COUNT_FIELDS, bucket_totals, minute_of
-from messages.services.trace import produced_event
+from messages.services.trace import row_events
 from mqcenter.auth import Principal
 from mqcenter.errors import InvalidRequest, NotFound
 from topics.models import Topic
@@ -56,12 +56,9 @@ def _keyset_page(rows: QuerySet[Any], cursor: str | None, limit: int) -> tuple[l
 
 
 def message_trace(message: Message | MessageArchive) -> list[MessageTrace]:
-    """The message's trace, oldest first: its "produced" event (from the row itself, see
-    `Message.producer`), then the stored events."""
-    stored = list(MessageTrace.objects.filter(message_id=message.id).order_by("id"))
-    if message.producer is None:  # stored before `producer`: its "produced" row is in `stored`
-        return stored
-    return [produced_event(message), *stored]
+    """The message's trace, oldest first: the events its row holds ("produced" and a
+    produce's hand-off, see `trace.row_events`), then the stored events."""
+    return [*row_events(message), *MessageTrace.objects.filter(message_id=message.id).order_by("id")]
 
 
 def message_detail(

@@ -205,6 +205,13 @@ def _adapter(field: Field[Any, Any]) -> Callable[[Any], Any]:
     return lambda value: value
 
 
+def insert_statements(count: int, *, return_ids: bool) -> int:
+    """How many statements `insert_values` sends for `count` rows."""
+    if return_ids and not connection.features.can_return_rows_from_bulk_insert:
+        return count
+    return -(-count // INSERT_CHUNK)
+
+
 def insert_values(model: type[Model], rows: Sequence[Sequence[Any]], *, return_ids: bool) -> list[int]:
     """Multi-row INSERT of plain value rows (in `insert_columns` order) without the ORM's
     per-instance and per-value costs. With `return_ids`, answers the new ids in row order.

@@ -31,6 +31,8 @@ MESSAGE_SCHEMA = T.StructType(
         T.StructField("effect_time", T.TimestampType()),
         T.StructField("add_time", T.TimestampType()),
         T.StructField("update_time", T.TimestampType()),
+        # A hand-off's "pulled" event (see `trace.handed_pulls`); null in older exports.
+        T.StructField("handed_to", T.StringType()),
     ]
 )
 TRACE_SCHEMA = T.StructType(
@@ -51,7 +53,7 @@ TRACE_SQL_COLUMNS = (
     "id, message_id, event, actor, at, attempt, status_after, "
     f"CASE WHEN event = 'nacked' THEN SUBSTRING(log, 1, {LOG_CHARS}) ELSE '' END AS log"
 )
-MESSAGE_SQL_COLUMNS = "id, topic, group_name, status, attempt, effect_time, add_time, update_time"
+MESSAGE_SQL_COLUMNS = "id, topic, group_name, status, attempt, effect_time, add_time, update_time, handed_to"
 
 
 @dataclass(frozen=True)

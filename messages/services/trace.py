@@ -1,4 +1,5 @@
-"""Trace rows: every state change leaves one, in the same transaction."""
+"""Trace rows: every state change leaves one, in the same transaction, but for the ones a
+message's own row holds (`row_events`)."""
 
 from __future__ import annotations
 
@@ -48,8 +49,16 @@ def trace_write(rows: Iterable[TraceRow]) -> None:
     insert_values(MessageTrace, list(rows), return_ids=False)
 
 
-def produced_event(message: Any) -> MessageTrace:
-    """A message's "produced" event, read off its row (its producer and add time): produce
-    writes no trace row for it. Unsaved (no id)."""
-    return MessageTrace(message_id=message.id, event=TraceEvent.PRODUCED, actor=message.producer or "",
-                        at=message.add_time, attempt=0, status_after=Status.NEW)
+def row_events(message: Any) -> list[MessageTrace]:
+    """The events a message's row holds, which produce writes no trace row for: "produced"
+    (its producer and add time) and, when the produce handed it to a waiting pull, that
+    "pulled" (the consumer it was handed to, at the same time, first attempt). Unsaved (no
+    id). None for a message stored before these columns: its trace rows hold them."""
+    events = []
+    if message.producer is not None:
+        events.append(MessageTrace(message_id=message.id, event=TraceEvent.PRODUCED, actor=message.producer,
+                                   at=message.add_time, attempt=0, status_after=Status.NEW))
+    if message.handed_to is not None:
+        events.append(MessageTrace(message_id=message.id, event=TraceEvent.PULLED, actor=message.handed_to,
+                                   at=message.add_time, attempt=1, status_after=Status.RUNNING))
+    return events

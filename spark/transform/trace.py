@@ -32,6 +32,23 @@ def traces_of(messages: DataFrame, traces: DataFrame) -> DataFrame:
     return traces.join(keys, on="message_id", how="inner")
 
 
+def handed_pulls(messages: DataFrame) -> DataFrame:
+    """The "pulled" events of messages a produce handed to a waiting pull: the message row
+    holds them (`handed_to`, at its add_time, first attempt), no trace row does. Shaped as
+    `traces_of` answers (no event id)."""
+    return messages.where(F.col("handed_to").isNotNull()).select(
+        F.lit(None).cast("long").alias("id"),
+        F.col("id").alias("message_id"),
+        F.lit("pulled").alias("event"),
+        F.col("handed_to").alias("actor"),
+        F.col("add_time").alias("at"),
+        F.lit(1).alias("attempt"),
+        F.lit("RUNNING").alias("status_after"),
+        F.lit("").alias("log"),
+        *KEYS,
+    )
+
+
 def trace_summary(messages: DataFrame, events: DataFrame) -> DataFrame:
     """One row per topic and group: outcomes, attempts, latency and processing percentiles,
     lease expiries.

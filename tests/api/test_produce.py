@@ -11,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from messages.models import Message, MessageTrace
+from messages.sql import INSERT_CHUNK
 from tests.api.helpers import expect_error, parse_time, produce, pull
 from topics.models import Topic, TopicGroup
 
@@ -148,6 +149,20 @@ def test_a_batch_mixing_stored_and_new_dedup_keys_stores_only_the_new(producer_a
     assert [e["duplicate"] for e in entries] == [False, True]
     assert entries[1]["id"] == stored["id"]
     assert sorted(Message.objects.values_list("dedup_key", "data")) == [("new", "2"), ("old", "1")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_of_two_inserts_whose_second_fails_is_stored_once(producer_api):
+    """One INSERT commits on its own; a batch bigger than one (INSERT_CHUNK rows) takes a
+    transaction. Here the second INSERT meets a stored dedup key: the first one's rows must
+    go with it, or the retry (with the dedup look-up) would store them twice."""
+    [stored] = produce(producer_api, {"topic": "orders", "data": "old", "dedup_key": "old"})
+    items = [{"topic": "orders", "data": i} for i in range(INSERT_CHUNK + 100)]
+    items[INSERT_CHUNK + 50]["dedup_key"] = "old"
+    entries = produce(producer_api, *items)
+    assert [e["duplicate"] for e in entries].count(True) == 1
+    assert entries[INSERT_CHUNK + 50]["id"] == stored["id"]
+    assert Message.objects.count() == len(items)  # the stored one and every new one, once
 
 
 def test_it_broadcasts_to_declared_and_registered_groups(admin_api, producer_api, consumer_api):

@@ -70,6 +70,8 @@ def test_it_keeps_archived_messages_searchable_with_their_trace(
 def test_it_exports_archived_history_to_parquet_partitioned_by_day_and_topic(
     finished_orders: dict[str, list[int]], tmp_path: Path
 ) -> None:
+    handed = finished_orders["archivable"][0]
+    Message.objects.filter(id=handed).update(handed_to="c9")  # as a produce's hand-off leaves it
     messages_archive()
     later = timezone.now() + timedelta(minutes=1)  # past the export's settle time
     with override_settings(MQ_ARCHIVE_PARQUET_DIR=str(tmp_path)):
@@ -87,6 +89,9 @@ def test_it_exports_archived_history_to_parquet_partitioned_by_day_and_topic(
     assert "archived_at" in table.column_names and "data" in table.column_names
     # who produced each one: no trace row holds a "produced" event (see Message.producer)
     assert set(table.column("producer").to_pylist()) == {BROKER.name}
+    # and whom a produce handed it to: the "pulled" event no trace row holds either
+    handed_to = dict(zip(table.column("id").to_pylist(), table.column("handed_to").to_pylist(), strict=True))
+    assert handed_to.pop(handed) == "c9" and set(handed_to.values()) == {None}
     # Hive-style partitions: Spark and pyarrow datasets read day and topic as columns.
     traces = ds.dataset(tmp_path / "traces", format="parquet", partitioning="hive").to_table()
     assert set(traces.column("topic").to_pylist()) == {"orders"}
@@ -104,6 +109,8 @@ def test_it_exports_archived_history_to_parquet_partitioned_by_day_and_topic(
 def test_it_exports_each_archived_row_once_over_several_runs(
     finished_orders: dict[str, list[int]], tmp_path: Path
 ) -> None:
+    handed = finished_orders["archivable"][0]
+    Message.objects.filter(id=handed).update(handed_to="c9")  # as a produce's hand-off leaves it
     messages_archive()
     with override_settings(MQ_ARCHIVE_PARQUET_DIR=str(tmp_path), MQ_ARCHIVE_EXPORT_SETTLE_SECONDS=0):
         archive_export()
@@ -120,6 +127,8 @@ def test_it_exports_each_archived_row_once_over_several_runs(
 def test_it_purges_the_archive_past_its_retention_once_exported(
     finished_orders: dict[str, list[int]], tmp_path: Path
 ) -> None:
+    handed = finished_orders["archivable"][0]
+    Message.objects.filter(id=handed).update(handed_to="c9")  # as a produce's hand-off leaves it
     messages_archive()
     MessageArchive.objects.update(archived_at=timezone.now() - timedelta(days=100))
     archivable = finished_orders["archivable"]

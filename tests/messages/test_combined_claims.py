@@ -75,13 +75,18 @@ class Pulls:
         assert not any(t.is_alive() for t in self.threads), "a pull hung"
 
 
-def _blocked_on_trace_table(lock_conn: Any) -> int | None:
-    """The connection id of the claim waiting for the locked trace table, if one waits."""
+def _blocked_on_table(lock_conn: Any, table: str) -> int | None:
+    """The connection id of the statement waiting for the locked `table`, if one waits."""
     cursor = lock_conn.cursor()
     cursor.execute("SELECT id FROM information_schema.processlist WHERE state LIKE 'Waiting for table%%'"
-                   " AND info LIKE %s", (f"%{MessageTrace._meta.db_table}%",))
+                   " AND info LIKE %s", (f"%{table}%",))
     row = cursor.fetchone()
     return row[0] if row else None
+
+
+def _blocked_on_trace_table(lock_conn: Any) -> int | None:
+    """The connection id of the claim waiting for the locked trace table, if one waits."""
+    return _blocked_on_table(lock_conn, MessageTrace._meta.db_table)
 
 
 def _hold_leader(pulls: Pulls, lock_conn: Any) -> int:

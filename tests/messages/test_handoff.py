@@ -1,11 +1,12 @@
 """Hand-off (messages/services/handoff.py): a produce gives its messages to the pulls idle-
-waiting in this process, leased to them and traced PULLED in its own transaction, and every
-way that can go wrong leaves each message accounted for.
+waiting in this process, inserted leased to them (the row's `handed_to` is the "pulled"
+trace event), and every way that can go wrong leaves each message accounted for.
 
 The pulls are real long-polls through the broker's ASGI application (the fast path), on its
 event loop in another thread; the produces run in the test's thread or in threads of their
-own, each with its own database connection. A produce is held inside its transaction with a
-real table lock on the trace table (its trace INSERT waits), as in test_combined_claims.
+own, each with its own database connection. A produce is held, its pulls reserved, with a
+real table lock on the message table (its INSERT waits), as test_combined_claims holds
+claims on the trace table.
 """
 
 from __future__ import annotations
@@ -21,18 +22,21 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from messages.models import Message, MessageTrace, Status, TraceEvent
+from messages.selectors import message_trace
 from messages.services import ProduceItem, messages_produce
 from messages.services.handoff import HandOffs, Offer, Reservation, handoffs, reserved_shares
 from mqcenter import metrics
 from tests.api.helpers import produce
 from tests.conftest import Api, make_api
-from tests.messages.test_combined_claims import _blocked_on_trace_table, _raw_connection, _wait_for
+from tests.messages.test_combined_claims import _blocked_on_table, _raw_connection, _wait_for
 from tests.messages.test_concurrency import BROKER
 from tests.support.asgi import AsgiClient
 from topics.cache import topic_cache
 from topics.models import DeliveryMode, TopicGroup
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+MESSAGE_TABLE = Message._meta.db_table
 
 
 @pytest.fixture
@@ -67,15 +71,19 @@ def _handed(topic: str, group: str = "default") -> float:
 
 
 def _events(message_id: int) -> list[tuple[str, str, Any]]:
-    return list(MessageTrace.objects.filter(message_id=message_id).order_by("id").values_list("event", "actor", "at"))
+    """The message's trace after "produced", as the trace view shows it (a hand-off's
+    "pulled" event is read off the row)."""
+    trace = message_trace(Message.objects.get(id=message_id))
+    return [(e.event, e.actor, e.at) for e in trace if e.event != TraceEvent.PRODUCED]
 
 
 class HeldProduce:
-    """A produce in its own thread, held inside its transaction by a lock on the trace table."""
+    """A produce in its own thread, held at its INSERT (its pulls reserved) by a lock on the
+    message table."""
 
     def __init__(self, topic: str, count: int = 1) -> None:
         self.lock_conn = _raw_connection()
-        self.lock_conn.cursor().execute(f"LOCK TABLES {MessageTrace._meta.db_table} WRITE")
+        self.lock_conn.cursor().execute(f"LOCK TABLES {MESSAGE_TABLE} WRITE")
         self.ids: list[int] = []
         self.error: BaseException | None = None
 
@@ -90,10 +98,13 @@ class HeldProduce:
 
         self.thread = threading.Thread(target=run)
         self.thread.start()
-        _wait_for(lambda: _blocked_on_trace_table(self.lock_conn) is not None, "the produce to wait on the lock")
+        _wait_for(lambda: self._blocked() is not None, "the produce to wait on the lock")
+
+    def _blocked(self) -> int | None:
+        return _blocked_on_table(self.lock_conn, MESSAGE_TABLE)
 
     def kill(self) -> None:
-        self.lock_conn.cursor().execute(f"KILL {int(_blocked_on_trace_table(self.lock_conn))}")
+        self.lock_conn.cursor().execute(f"KILL {int(self._blocked())}")
 
     def release(self) -> None:
         self.lock_conn.cursor().execute("UNLOCK TABLES")
@@ -102,7 +113,7 @@ class HeldProduce:
         assert not self.thread.is_alive(), "the produce hung"
 
 
-def test_an_idle_pull_is_handed_the_message_leased_and_traced_in_the_produce_transaction(producer_api, consumer):
+def test_an_idle_pull_is_handed_the_message_leased_and_traced_by_the_produce_insert(producer_api, consumer):
     produce(producer_api, {"topic": "orders", "data": "first"})  # the topic exists, its group is known
     Message.objects.all().delete()
     pull = WaitingPull(consumer, "orders", "c1")
@@ -115,13 +126,14 @@ def test_an_idle_pull_is_handed_the_message_leased_and_traced_in_the_produce_tra
     assert (got["id"], got["data"], got["key"], got["headers"], got["attempt"]) == (entry["id"], {"n": 1}, "k", {"h": "v"}, 1)
     assert entry["status"] == Status.NEW  # the produce answers as stored (API.md)
     stored = Message.objects.get(id=entry["id"])
-    assert (stored.status, stored.lease_owner, stored.attempt) == (Status.RUNNING, "c1", 1)
+    assert (stored.status, stored.lease_owner, stored.attempt, stored.handed_to) == (Status.RUNNING, "c1", 1, "c1")
     assert got["lease_expires_at"] == stored.lease_expires_at.isoformat().replace("+00:00", "Z")
     assert got["effect_time"] == stored.effect_time.isoformat().replace("+00:00", "Z")
-    # Produced (the row's add_time) and PULLED in one transaction: one time for both.
+    # Produced and pulled are both the row's: one time for both, and no trace row.
     events = _events(entry["id"])
     assert [(e, actor) for e, actor, _ in events] == [(TraceEvent.PULLED, "c1")]
     assert events[0][2] == stored.add_time
+    assert not MessageTrace.objects.filter(message_id=entry["id"]).exists()
     assert _handed("orders") == before + 1
 
 
@@ -400,7 +412,7 @@ def test_a_produce_hands_to_a_pull_of_another_process_and_publishes_the_messages
         stored.data, stored.lease_expires_at, stored.effect_time, 1)
     events = _events(ids[0])
     assert [(e, actor) for e, actor, _ in events] == [(TraceEvent.PULLED, "far-consumer")]
-    assert events[0][2] == stored.add_time  # in the produce's transaction
+    assert events[0][2] == stored.add_time  # the row's
     assert _tickets(board, "orders") == []
 
 

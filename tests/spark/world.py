@@ -47,20 +47,24 @@ def generate(seed: int = 7, count: int = 420) -> World:
         events: list[dict[str, Any]] = []
 
         def event(name: str, actor: str, at: datetime, attempt: int, status: str, log: str = "",
-                  _events: list[dict[str, Any]] = events, _mid: int = mid) -> None:
+                  _events: list[dict[str, Any]] = events, _mid: int = mid, in_row: bool = False) -> None:
             _events.append({"message_id": _mid, "event": name, "actor": actor, "at": at,
-                            "attempt": attempt, "status_after": status, "log": log})
+                            "attempt": attempt, "status_after": status, "log": log, "in_row": in_row})
 
         event("produced", "producer", add_time, 0, "NEW")
         t, attempt, status, effect = add_time, 0, "NEW", add_time
         deliveries = rng.choice([0, 1, 1, 1, 2, 2, 3])
         if deliveries == 0:
             effect = add_time + rng.choice([timedelta(0), timedelta(0), timedelta(hours=4)])
+        # A quarter are handed by their produce to a waiting pull: that first "pulled" event,
+        # at the add time, is held by the message row (`handed_to`), not by a trace row.
+        handed_to = rng.choice(CONSUMERS) if deliveries and rng.random() < 0.25 else None
         for i in range(deliveries):
-            t += timedelta(seconds=rng.uniform(0.5, 900))
+            handed = i == 0 and handed_to is not None
+            t += timedelta(0) if handed else timedelta(seconds=rng.uniform(0.5, 900))
             attempt += 1
-            consumer = rng.choice(CONSUMERS)
-            event("pulled", consumer, t, attempt, "RUNNING")
+            consumer = handed_to if handed else rng.choice(CONSUMERS)
+            event("pulled", consumer, t, attempt, "RUNNING", in_row=handed)
             done = t + timedelta(seconds=round(rng.uniform(0.01, 30), 6))
             fate = rng.choice(["nack", "nack", "expire"]) if i < deliveries - 1 else rng.choice(
                 ["ack", "ack", "ack", "ack", "dead", "timeout", "running", "pending"])
@@ -95,6 +99,7 @@ def generate(seed: int = 7, count: int = 420) -> World:
         world.messages.append({
             "id": mid, "topic": topic, "group_name": group, "status": status, "attempt": attempt,
             "effect_time": effect, "add_time": add_time, "update_time": max(e["at"] for e in events),
+            "handed_to": handed_to,
         })
     return world
 
