@@ -50,8 +50,9 @@ class Message(models.Model):
     producer = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     # The consumer a produce handed the message to (messages/services/handoff.py), NULL if
     # it was stored for a claim. With `add_time` this is the message's first "pulled" trace
-    # event, which is not written as a trace row: without it a produce is one INSERT and
-    # needs no transaction (bench/, session 12). Like `producer`, never changed afterwards.
+    # event, which is not written as a trace row either: so a produce writes its message
+    # rows only, in one INSERT and (up to 500 rows) without a transaction around it (see
+    # `produce.messages_produce`). Like `producer`, never changed afterwards.
     handed_to = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
 
     class Meta:
