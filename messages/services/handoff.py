@@ -280,8 +280,10 @@ class HandOffs:
         entry is [offer id, messages] (None: that produce failed, so go round again)."""
         released: list[Offer] = []
         woken: list[Offer] = []
-        for offer_id, wire in json.loads(payload)["handed"]:
-            messages = None if wire is None else [message_from_wire(values) for values in wire]
+        sent = json.loads(payload)
+        fields = sent.get("fields")  # absent from a process before session 12: positional
+        for offer_id, wire in sent["handed"]:
+            messages = None if wire is None else messages_from_wire(fields, wire)
             with self._lock:
                 offer = self._listed.pop(offer_id, None) or self._late.pop(offer_id, None)
                 if offer is None:
@@ -386,7 +388,7 @@ class HandOffs:
         for node, offers in elsewhere.items():
             handed = [[o.id, [message_to_wire(m) for m in o.messages] if committed else None] for o in offers]
             try:
-                received = wakeup_hub().send_direct(node, json.dumps({"handed": handed}))
+                received = wakeup_hub().send_direct(node, json.dumps({"fields": _FIELDS, "handed": handed}))
             except Exception as exc:  # noqa: BLE001 - Redis failed: the pulls cannot hear of it
                 logger.warning("could not tell %s about %d handed-off pull(s) (%s)", node, len(offers), exc)
                 received = 0
@@ -657,9 +659,13 @@ def offer_board() -> OfferBoard | None:
 
 # What a handed message looks like on the way to the process of its pull: the model's
 # fields in their order (positional construction, as `produce._handed_message` does), times
-# as ISO text.
+# as ISO text. The payload names the fields once: during a rolling upgrade the two processes
+# may run versions whose messages have different columns (session 11 added `producer`,
+# session 12 `handed_to`), and a message built positionally from another version's fields
+# would fail (too many values) or be wrong.
 _FIELDS = [f.attname for f in Message._meta.concrete_fields]
-_TIMES = {i for i, f in enumerate(Message._meta.concrete_fields) if f.get_internal_type() == "DateTimeField"}
+_TIME_NAMES = {f.attname for f in Message._meta.concrete_fields if f.get_internal_type() == "DateTimeField"}
+_TIMES = {i for i, name in enumerate(_FIELDS) if name in _TIME_NAMES}
 
 
 def message_to_wire(message: Message) -> list[Any]:
@@ -672,9 +678,27 @@ def message_to_wire(message: Message) -> list[Any]:
 
 def message_from_wire(values: list[Any]) -> Message:
     for i in _TIMES:
-        if values[i] is not None:
+        if i < len(values) and values[i] is not None:
             values[i] = datetime.fromisoformat(values[i])
     return Message(*values)
+
+
+def messages_from_wire(fields: list[str] | None, wire: list[list[Any]]) -> list[Message]:
+    """Messages as a process sent them, `fields` naming the values. Fields this version does
+    not know are dropped, fields it has and the sender had not stay at their defaults. A
+    sender that named no fields (before session 12) sent this version's first fields, in
+    order (each version only added fields at the end)."""
+    if fields is None or fields == _FIELDS:
+        return [message_from_wire(values) for values in wire]
+    known = set(_FIELDS)
+    messages = []
+    for values in wire:
+        named = {name: value for name, value in zip(fields, values, strict=True) if name in known}
+        for name in _TIME_NAMES.intersection(named):
+            if named[name] is not None:
+                named[name] = datetime.fromisoformat(named[name])
+        messages.append(Message(**named))
+    return messages
 
 
 def release_handed(offers: list[Offer]) -> None:

@@ -520,6 +520,31 @@ def _send_outcome(board: Any, ticket: Any, messages: list[Message] | None) -> No
     wakeup_hub().send_direct(ticket.process, json.dumps({"handed": [[int(ticket.offer), handed]]}))
 
 
+@pytest.mark.parametrize("sender", ["before session 12: no field names", "another version: named fields"])
+def test_a_hand_off_from_a_process_of_another_version_is_answered(producer_api, consumer, board, sender):
+    """A rolling upgrade: the producing process may run a version whose messages have other
+    fields. Older processes send this version's first fields positionally; newer ones name
+    theirs (here in another order, one unknown here, `handed_to` missing)."""
+    import json
+
+    from messages.services.handoff import _FIELDS, message_to_wire
+    from registry.wakeups import wakeup_hub
+
+    pull, ticket = _pull_taken_elsewhere(producer_api, consumer, board, wait_seconds=20)
+    message = _leased_as_handed(producer_api, "orders", "c1")
+    values = dict(zip(_FIELDS, message_to_wire(message), strict=True))
+    if sender.startswith("before"):
+        payload = {"handed": [[int(ticket.offer), [[values[name] for name in _FIELDS if name != "handed_to"]]]]}
+    else:
+        fields = [name for name in reversed(_FIELDS) if name != "handed_to"]
+        payload = {"fields": [*fields, "shard"],
+                   "handed": [[int(ticket.offer), [[*(values[name] for name in fields), 7]]]]}
+    wakeup_hub().send_direct(ticket.process, json.dumps(payload))
+    [got] = pull.messages()
+    assert (got["id"], got["data"], got["attempt"]) == (message.id, {"far": True}, 1)
+    assert got["lease_expires_at"] == message.lease_expires_at.isoformat().replace("+00:00", "Z")
+
+
 def test_a_pull_whose_ticket_was_taken_elsewhere_waits_past_its_wait_for_the_outcome(producer_api, consumer, board):
     pull, ticket = _pull_taken_elsewhere(producer_api, consumer, board, wait_seconds=0.3)
     message = _leased_as_handed(producer_api, "orders", "c1")
