@@ -53,7 +53,7 @@ def row_events(message: Any) -> list[MessageTrace]:
     """The events a message's row holds, which produce writes no trace row for: "produced"
     (its producer and add time) and, when the produce handed it to a waiting pull, that
     "pulled" (the consumer it was handed to, at the same time, first attempt). Unsaved (no
-    id). None for a message stored before these columns: its trace rows hold both."""
+    id). Empty for a message stored before these columns: its trace rows hold both."""
     events = []
     if message.producer is not None:
         events.append(MessageTrace(message_id=message.id, event=TraceEvent.PRODUCED, actor=message.producer,
