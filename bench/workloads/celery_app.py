@@ -1,5 +1,5 @@
-"""Peer: Celery 5 on Redis. No-op tasks (one Redis INCR, the bookkeeping every system's
-no-op handler does in the bench) and a latency probe.
+"""Peer: Celery 5 on Redis. No-op tasks (they count, the bookkeeping every system's
+no-op handler does in the bench: `counter.py`) and a latency probe.
 
 Worker: `celery -A bench.workloads.celery_app worker -c 2`.
 """
@@ -12,6 +12,8 @@ import time
 import redis
 from celery import Celery
 
+from bench.workloads.counter import handled_counter
+
 BROKER = os.environ.get("BENCH_CELERY_BROKER", "redis://127.0.0.1:6379/8")
 COUNTER_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/7")
 
@@ -22,11 +24,12 @@ QUEUE = "mqcenter-bench"
 app.conf.update(task_ignore_result=True, task_default_queue=QUEUE, worker_hijack_root_logger=False,
                 broker_connection_retry_on_startup=True)
 _redis = redis.Redis.from_url(COUNTER_URL)
+_handled = handled_counter()
 
 
 @app.task(name="bench.noop")
 def noop(run: str) -> None:
-    _redis.incr(f"bench:done:{run}")
+    _handled.add(run)
 
 
 @app.task(name="bench.latency")

@@ -1,7 +1,7 @@
 """The MQ Center consumer the bench runs: `python -m mqclient run bench.workloads.sdk_consumer`.
 
-BENCH_TOPIC names the topic; BENCH_MODE=noop counts handled messages in Redis (one INCR per
-message, the same bookkeeping the peers' no-op tasks do), BENCH_MODE=latency records
+BENCH_TOPIC names the topic; BENCH_MODE=noop counts handled messages (`counter.py`, the same
+bookkeeping the peers' no-op tasks do), BENCH_MODE=latency records
 handler start minus the producer's call start (carried in the message) in a Redis list.
 """
 
@@ -12,11 +12,13 @@ import time
 
 import redis
 
+from bench.workloads.counter import handled_counter
 from mqclient import Message, consumer
 
 TOPIC = os.environ.get("BENCH_TOPIC", "bench")
 MODE = os.environ.get("BENCH_MODE", "noop")
 _redis = redis.Redis.from_url(os.environ["BENCH_REDIS_URL"])
+_handled = handled_counter()
 
 
 @consumer(
@@ -29,4 +31,4 @@ def handle(message: Message) -> None:
         started = time.time()
         _redis.rpush(f"bench:latency:{TOPIC}", started - float(message.data["t0"]))
     else:
-        _redis.incr(f"bench:done:{TOPIC}")
+        _handled.add(TOPIC)

@@ -78,3 +78,41 @@ def test_it_writes_the_table_and_charts(tmp_path) -> None:  # type: ignore[no-un
     assert soak_row.endswith("**missed** |")  # worst window p99 200 ms is above 3x the median 50 ms
     assert (tmp_path / "throughput_e2e.png").stat().st_size > 1000
     assert (tmp_path / "latency.png").stat().st_size > 1000
+
+
+def test_the_handlers_count_reaches_redis_from_threads_and_forked_workers() -> None:
+    """Every system's no-op handler counts this way (Celery and django-q2 fork their
+    workers after importing it): a count lost or doubled would end a drain early or never."""
+    import multiprocessing
+    import threading
+    import time
+
+    from bench.common import REDIS_URL, redis_client
+    from bench.workloads.counter import HandledCounter
+
+    counter = HandledCounter(REDIS_URL)
+    client = redis_client()
+    client.delete("bench:done:smoke-count")
+    counter.add("smoke-count")  # the parent counts first, as a handler module imported before a fork may
+
+    def handle(n: int) -> None:
+        for _ in range(n):
+            counter.add("smoke-count")
+
+    def forked_worker() -> None:
+        handle(300)
+        time.sleep(0.1)  # a worker lives on after its tasks: its flush thread runs every 10 ms
+
+    threads = [threading.Thread(target=handle, args=(500,)) for _ in range(4)]
+    worker = multiprocessing.get_context("fork").Process(target=forked_worker)
+    worker.start()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    worker.join()
+    deadline = time.monotonic() + 5
+    while int(client.get("bench:done:smoke-count") or 0) < 2301 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)  # a count flushed twice would show up after the total
+    assert int(client.get("bench:done:smoke-count") or 0) == 2301
