@@ -12,13 +12,17 @@ work out: on 2 cores that rate was ~60% of what both together carry, not half.)
 
 Then the soak: a paced producer (4 threads, every 100 ms a batch of what the schedule owes)
 and 4 SDK consumer processes run for `seconds`; every 10-second window records throughput,
-produce→handler latency p50/p99, produce-call p99, error responses and broker RSS. Pass:
+produce→handler latency p50/p99, produce-call p99, error responses and broker RSS, and what
+the machine did meanwhile (`_machine`: load average, CPU busy and iowait, InnoDB's redo
+written and checkpoint age, dirty pages), so that a window whose p99 jumps can be told
+apart from a machine that got busier. Pass:
 memory flat (last window within max(20 MB, 10%) of the first after warm-up), p99 stable (no
 window above 3x the median window), zero error responses.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import threading
 import time
@@ -27,7 +31,7 @@ from typing import Any
 import httpx
 
 from bench import load
-from bench.common import ROOT, BenchBroker, Results, Scale, percentile, redis_client
+from bench.common import ROOT, BenchBroker, Results, Scale, mysql_connect, percentile, redis_client
 
 WINDOW = 10.0
 SDK_LOG = ROOT / "var" / "bench-sdk-consumers.log"
@@ -108,6 +112,7 @@ def _paced_load(broker: BenchBroker, topic: str, rate: float, seconds: float, la
                 time.sleep(0.1)
 
     log_offset = _log_size()
+    machine = _Machine()
     producers = [threading.Thread(target=produce, args=(i,)) for i in range(PRODUCERS)]
     try:
         load.ensure_topic(broker, topic)
@@ -131,6 +136,7 @@ def _paced_load(broker: BenchBroker, topic: str, rate: float, seconds: float, la
                     "produce_call_p99_ms": percentile(calls, 99) * 1000 if calls else None,
                     "rss_mb": broker.rss_mb(),
                     "errors": len(errors),
+                    **machine.since_last(),
                 })
                 print(f"  {label} {windows[-1]}", flush=True)
             stop.set()
@@ -138,7 +144,46 @@ def _paced_load(broker: BenchBroker, topic: str, rate: float, seconds: float, la
                 thread.join()
     finally:
         stop.set()
+        machine.close()
     return {"windows": windows, "errors": errors, "consumer_log_errors": _consumer_errors(log_offset)}
+
+
+class _Machine:
+    """What the machine and MariaDB did since the last look (one `SHOW GLOBAL STATUS`)."""
+
+    STATUS = ("Innodb_os_log_written", "Innodb_checkpoint_age", "Innodb_buffer_pool_pages_dirty")
+
+    def __init__(self) -> None:
+        self.conn = mysql_connect()
+        self.last = self._read()
+
+    def _read(self) -> dict[str, float]:
+        cur = self.conn.cursor()
+        cur.execute("SHOW GLOBAL STATUS WHERE Variable_name IN %s", (self.STATUS,))
+        values: dict[str, float] = {name: float(value) for name, value in cur.fetchall()}
+        with open("/proc/stat") as stat:
+            ticks = [float(t) for t in stat.readline().split()[1:]]
+        values.update({"cpu_total": sum(ticks), "cpu_idle": ticks[3], "cpu_iowait": ticks[4],
+                       "at": time.monotonic()})
+        return values
+
+    def since_last(self) -> dict[str, float]:
+        now = self._read()
+        last, self.last = self.last, now
+        ticks = (now["cpu_total"] - last["cpu_total"]) or 1.0
+        return {
+            "load_1m": round(os.getloadavg()[0], 2),
+            "cpu_busy_pct": round(100 * (1 - (now["cpu_idle"] - last["cpu_idle"] + now["cpu_iowait"]
+                                                  - last["cpu_iowait"]) / ticks), 1),
+            "iowait_pct": round(100 * (now["cpu_iowait"] - last["cpu_iowait"]) / ticks, 1),
+            "redo_mb_per_s": round((now.get("Innodb_os_log_written", 0) - last.get("Innodb_os_log_written", 0))
+                                   / 2**20 / (now["at"] - last["at"]), 2),
+            "checkpoint_age_mb": round(now.get("Innodb_checkpoint_age", 0) / 2**20, 1),
+            "dirty_pages": int(now.get("Innodb_buffer_pool_pages_dirty", 0)),
+        }
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 def _log_size() -> int:
