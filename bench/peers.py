@@ -2,8 +2,8 @@
 
 Each figure is measured the way MQ Center's is: enqueue rate from 4 client threads; end to
 end, a backlog enqueued first and drained by the workers, timed from the first handled task
-to the last (worker start-up excluded); every no-op handler counts
-what it handled the same way (`bench/workloads/counter.py`).
+to the last (worker start-up excluded); every no-op handler counts what it handled the same
+way (`bench/workloads/counter.py`).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ work out: on 2 cores that rate was ~60% of what both together carry, not half.)
 Then the soak: a paced producer (4 threads, every 100 ms a batch of what the schedule owes)
 and 4 SDK consumer processes run for `seconds`; every 10-second window records throughput,
 produce→handler latency p50/p99, produce-call p99, error responses and broker RSS, and what
-the machine did meanwhile (`_machine`: load average, CPU busy and iowait, InnoDB's redo
+the machine did meanwhile (`_Machine`: load average, CPU busy and iowait, InnoDB's redo
 written and checkpoint age, dirty pages), so that a window whose p99 jumps can be told
 apart from a machine that got busier. Pass:
 memory flat (last window within max(20 MB, 10%) of the first after warm-up), p99 stable (no

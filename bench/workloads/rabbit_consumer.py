@@ -1,5 +1,6 @@
 """Peer: RabbitMQ driven with pika. One consumer process: manual acks, prefetch 100, a no-op
-handler (it counts, as every system's does: `counter.py`). `python -m bench.workloads.rabbit_consumer QUEUE RUN`."""
+handler (it counts, as every system's does: `counter.py`).
+`python -m bench.workloads.rabbit_consumer QUEUE RUN`."""
 
 from __future__ import annotations
 
