@@ -22,7 +22,6 @@ window above 3x the median window), zero error responses.
 
 from __future__ import annotations
 
-import os
 import statistics
 import threading
 import time
@@ -31,7 +30,16 @@ from typing import Any
 import httpx
 
 from bench import load
-from bench.common import ROOT, BenchBroker, Results, Scale, mysql_connect, percentile, redis_client
+from bench.common import (
+    ROOT,
+    BenchBroker,
+    Results,
+    Scale,
+    machine_load,
+    mysql_connect,
+    percentile,
+    redis_client,
+)
 
 WINDOW = 10.0
 SDK_LOG = ROOT / "var" / "bench-sdk-consumers.log"
@@ -172,7 +180,7 @@ class _Machine:
         last, self.last = self.last, now
         ticks = (now["cpu_total"] - last["cpu_total"]) or 1.0
         return {
-            "load_1m": round(os.getloadavg()[0], 2),
+            "load_1m": round(machine_load(), 2),
             "cpu_busy_pct": round(100 * (1 - (now["cpu_idle"] - last["cpu_idle"] + now["cpu_iowait"]
                                                   - last["cpu_iowait"]) / ticks), 1),
             "iowait_pct": round(100 * (now["cpu_iowait"] - last["cpu_iowait"]) / ticks, 1),

@@ -12,7 +12,7 @@ import time
 import redis
 from celery import Celery
 
-from bench.workloads.counter import handled_counter
+from bench.workloads.counter import HandledCounter
 
 BROKER = os.environ.get("BENCH_CELERY_BROKER", "redis://127.0.0.1:6379/8")
 COUNTER_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/7")
@@ -24,7 +24,7 @@ QUEUE = "mqcenter-bench"
 app.conf.update(task_ignore_result=True, task_default_queue=QUEUE, worker_hijack_root_logger=False,
                 broker_connection_retry_on_startup=True)
 _redis = redis.Redis.from_url(COUNTER_URL)
-_handled = handled_counter()
+_handled = HandledCounter(COUNTER_URL)
 
 
 @app.task(name="bench.noop")

@@ -100,11 +100,9 @@ def test_the_handlers_count_reaches_redis_from_threads_and_forked_workers() -> N
         for _ in range(n):
             counter.add("smoke-count")
 
-    def forked_worker() -> None:
-        handle(300)  # and exit at once, as django-q2's workers do after 500 tasks
-
     threads = [threading.Thread(target=handle, args=(500,)) for _ in range(4)]
-    worker = multiprocessing.get_context("fork").Process(target=forked_worker)
+    # It exits right after its tasks, as django-q2's workers do after 500.
+    worker = multiprocessing.get_context("fork").Process(target=handle, args=(300,))
     worker.start()
     for thread in threads:
         thread.start()
