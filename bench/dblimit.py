@@ -6,10 +6,11 @@ statements as the broker's hot paths, at READ COMMITTED:
 - claim + ack: 4 consumer processes, each loop `SELECT ... ORDER BY effect_time, id LIMIT 100
   FOR UPDATE SKIP LOCKED` + `UPDATE ... RUNNING` (one commit), then `UPDATE ... SUCCESS`
   (one commit), until the backlog is empty.
-`traces=True` also writes the trace rows MQ Center writes (pulled / acked) in the same
-transactions: the same durable work as the broker, which the plain figure leaves out. A
-produce writes no trace row (a message's "produced" event is its row), so the insert is the
-broker's whole durable work as it stands.
+`traces=True` also does the trace work MQ Center does, in the same transactions: the claim's
+UPDATE stores the pull in the row (`pulled_at`, rank, total; session 14), the ack writes
+"acked" trace rows. That is the same durable work as the broker, which the plain figure
+leaves out. A produce writes no trace row (a message's "produced" event is its row), so the
+insert is the broker's whole durable work as it stands.
 """
 
 from __future__ import annotations
@@ -103,13 +104,12 @@ def claim(conn: Any, consumer: str, now: datetime, limit: int = BATCH, *, topic:
     rows = list(cur.fetchall())
     if rows:
         ids = [r[0] for r in rows]
+        pull = ", pulled_at=%s, pulled_rank=0, pulled_total=4" if traces else ""
         cur.execute(
             f"UPDATE mq_message SET status='RUNNING', lease_owner=%s, lease_expires_at=%s,"
-            f" attempt=attempt+1, update_time=%s WHERE id IN ({_marks(ids)}) AND status='NEW'",
-            (consumer, now + timedelta(seconds=65), now, *ids),
+            f" attempt=attempt+1, update_time=%s{pull} WHERE id IN ({_marks(ids)}) AND status='NEW'",
+            (consumer, now + timedelta(seconds=65), now, *([now] if traces else []), *ids),
         )
-        if traces:
-            cur.executemany(INSERT_TRACE, [trace_values(i, "pulled", consumer, now, a + 1, "RUNNING") for i, a in rows])
     conn.commit()
     return rows
 

@@ -32,11 +32,10 @@ def split(broker: BenchBroker, samples: int) -> dict[str, float]:
         cur = conn.cursor()
         cur.execute(
             # A message's "produced" event is its row's add_time, and so is the "pulled" event of
-            # a hand-off (`handed_to`): no trace row holds them.
-            "SELECT m.data, m.add_time, CASE WHEN m.handed_to IS NULL THEN q.at ELSE m.add_time END"
+            # a hand-off (`handed_to`); a claim's is its row's pulled_at: no trace row holds them.
+            "SELECT m.data, m.add_time, CASE WHEN m.handed_to IS NULL THEN m.pulled_at ELSE m.add_time END"
             " FROM mq_message m"
-            " LEFT JOIN mq_message_trace q ON q.message_id = m.id AND q.event = 'pulled'"
-            " WHERE m.topic = %s AND (m.handed_to IS NOT NULL OR q.at IS NOT NULL)"
+            " WHERE m.topic = %s AND (m.handed_to IS NOT NULL OR m.pulled_at IS NOT NULL)"
             " ORDER BY m.id DESC LIMIT %s", (TOPIC, samples))
         rows = cur.fetchall()
     finally:

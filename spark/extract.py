@@ -31,8 +31,11 @@ MESSAGE_SCHEMA = T.StructType(
         T.StructField("effect_time", T.TimestampType()),
         T.StructField("add_time", T.TimestampType()),
         T.StructField("update_time", T.TimestampType()),
-        # A hand-off's "pulled" event (see `trace.handed_pulls`); null in older exports.
+        # The "pulled" events rows hold (see `trace.row_pulls`): a hand-off's, and with
+        # lease_owner a claim's. Null in older rows and exports.
         T.StructField("handed_to", T.StringType()),
+        T.StructField("lease_owner", T.StringType()),
+        T.StructField("pulled_at", T.TimestampType()),
     ]
 )
 TRACE_SCHEMA = T.StructType(
@@ -53,7 +56,9 @@ TRACE_SQL_COLUMNS = (
     "id, message_id, event, actor, at, attempt, status_after, "
     f"CASE WHEN event = 'nacked' THEN SUBSTRING(log, 1, {LOG_CHARS}) ELSE '' END AS log"
 )
-MESSAGE_SQL_COLUMNS = "id, topic, group_name, status, attempt, effect_time, add_time, update_time, handed_to"
+MESSAGE_SQL_COLUMNS = (
+    "id, topic, group_name, status, attempt, effect_time, add_time, update_time, handed_to, lease_owner, pulled_at"
+)
 
 
 @dataclass(frozen=True)
@@ -149,8 +154,12 @@ def live_traces(spark: SparkSession, source: JdbcSource, *, where: str) -> DataF
 
 
 def conform(df: DataFrame, schema: T.StructType) -> DataFrame:
-    """Select and cast to the reports' schema, so every source unions by name."""
-    return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
+    """Select and cast to the reports' schema, so every source unions by name. A column an
+    older export lacks (one added to the message row since) reads as null."""
+    return df.select(*[
+        (F.col(f.name) if f.name in df.columns else F.lit(None)).cast(f.dataType).alias(f.name)
+        for f in schema.fields
+    ])
 
 
 def archived(spark: SparkSession, path: str | None, schema: T.StructType) -> DataFrame:

@@ -96,7 +96,7 @@ def run_trace_report(config: ReportConfig, progress: Progress | None = None) -> 
         ),
     )
     messages = _persisted(messages)
-    events = _persisted(trace.traces_of(messages, traces).unionByName(trace.handed_pulls(messages)))
+    events = _persisted(trace.traces_of(messages, traces).unionByName(trace.row_pulls(messages)))
     try:
         total = messages.count()
         step(f"read {total} messages")

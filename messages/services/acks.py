@@ -18,7 +18,7 @@ from django.utils import timezone
 from messages import sql
 from messages.models import Message, MessageTrace, Status, TraceEvent
 from messages.services.retry import retry_delay_seconds
-from messages.services.trace import trace_row, trace_write
+from messages.services.trace import row_pulls_write, trace_row, trace_write
 from mqcenter import metrics
 from mqcenter.auth import Principal
 from mqcenter.db import retry_on_lock_conflict
@@ -227,9 +227,10 @@ def messages_release(*, principal: Principal, consumer: str, ids: list[int]) -> 
             Message.objects.select_for_update().filter(id__in=ids, status=Status.RUNNING, lease_owner=consumer)
         )
         _require_consume_topics(principal, {m.topic for m in held})
+        row_pulls_write(held)  # before their lease owner and attempt go
         Message.objects.filter(id__in=[m.id for m in held]).update(
             status=Status.NEW, effect_time=now, lease_owner=None, lease_expires_at=None,
-            attempt=F("attempt") - 1, update_time=now,
+            attempt=F("attempt") - 1, update_time=now, pulled_at=None, pulled_rank=None, pulled_total=None,
         )
         for message in held:
             message.status, message.attempt = Status.NEW, message.attempt - 1

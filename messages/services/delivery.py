@@ -27,7 +27,7 @@ from messages import sql
 from messages.models import Message, Status, TraceEvent
 from messages.services.handoff import handoffs
 from messages.services.retry import retry_delay_seconds
-from messages.services.trace import trace_row, trace_write
+from messages.services.trace import row_pulls_write, trace_row, trace_write
 from mqcenter import metrics
 from mqcenter.auth import Principal
 from mqcenter.db import retry_on_lock_conflict
@@ -334,13 +334,9 @@ def _claim_queue(topic: str, group: str, asks: list[_Ask]) -> bool:
         for ask in asks:
             shares.append(rows[start:start + ask.limit])
             start += ask.limit
-        shares = _lease_shares([ask.consumer for ask in asks], shares, now)
-        traces = []
-        for ask, share in zip(asks, shares, strict=True):
-            rank, total = rank_cache.rank(ask.consumer, topic, group)
-            traces.extend(trace_row(m, TraceEvent.PULLED, at=now, actor=ask.consumer, rank=rank, total=total)
-                          for m in share)
-        trace_write(traces)
+        consumers = [ask.consumer for ask in asks]
+        ranks = {consumer: rank_cache.rank(consumer, topic, group) for consumer in consumers}
+        shares = _lease_shares(consumers, ranks, shares, now)
     next_due = None if all(shares) else sql.next_due(topic, group, now)
     filled = True
     for ask, share in zip(asks, shares, strict=True):
@@ -362,9 +358,7 @@ def _claim_serial(
         head = sql.group_head(topic_group.topic.name, topic_group.name, Status.NEW)
         if head is None or head.effect_time > now:
             return []  # an earlier message waits for its retry: order beats throughput
-        claimed = _lease([head], consumer, now)
-        _trace_pulled(claimed, consumer, now, rank, total)
-    return claimed
+        return _lease([head], consumer, (rank, total), now)
 
 
 @retry_on_lock_conflict
@@ -395,21 +389,28 @@ def _claim_sharded(
             chosen.append(message)
             if len(chosen) == limit:
                 break
-        claimed = _lease(chosen, consumer, now)
-        _trace_pulled(claimed, consumer, now, rank, total)
-    return claimed
+        return _lease(chosen, consumer, (rank, total), now)
 
 
-def _lease(rows: list[Message], consumer: str, now: datetime) -> list[Message]:
+def _lease(
+    rows: list[Message], consumer: str, rank: tuple[int | None, int | None], now: datetime
+) -> list[Message]:
     """Move locked NEW rows to RUNNING under `consumer`'s lease (see `_lease_shares`)."""
-    return _lease_shares([consumer], [rows], now)[0]
+    return _lease_shares([consumer], {consumer: rank}, [rows], now)[0]
 
 
-def _lease_shares(consumers: list[str], shares: list[list[Message]], now: datetime) -> list[list[Message]]:
+def _lease_shares(
+    consumers: list[str], ranks: dict[str, tuple[int | None, int | None]], shares: list[list[Message]],
+    now: datetime,
+) -> list[list[Message]]:
     """Move locked NEW rows to RUNNING, each share under its consumer's lease (call inside the
     claim's transaction): one UPDATE per distinct timeout, however many consumers. The UPDATE
     is conditional on status=NEW: a row that changed since it was read (only possible without
-    row locks) is dropped from its share."""
+    row locks) is dropped from its share.
+
+    Each row then holds its delivery's "pulled" event (`Message.pulled_at`, with the
+    consumer's rank/total from `ranks`): no trace row is written for it. A row still holding
+    the pull of an earlier delivery (nacked, expired, edited since) has it written out first."""
     owner = {row.id: consumer for consumer, share in zip(consumers, shares, strict=True) for row in share}
     by_timeout: dict[int, list[Message]] = defaultdict(list)
     for share in shares:
@@ -422,25 +423,19 @@ def _lease_shares(consumers: list[str], shares: list[list[Message]], now: dateti
         ids_of: dict[str, list[int]] = defaultdict(list)
         for i in ids:
             ids_of[owner[i]].append(i)
-        if sql.lease(ids_of, expires, now) != len(ids):  # another writer got some of them first
+        if sql.lease(ids_of, ranks, expires, now) != len(ids):  # another writer got some of them first
             held = dict(
                 Message.objects.filter(id__in=ids, status=Status.RUNNING, lease_expires_at=expires)
                 .values_list("id", "lease_owner")
             )
             dropped.update(i for i in ids if held.get(i) != owner[i])
+        row_pulls_write(row for row in rows if row.id not in dropped)
         for row in rows:
             row.status, row.lease_owner, row.lease_expires_at = Status.RUNNING, owner[row.id], expires
             row.attempt += 1
-            row.update_time = now
+            row.update_time = row.pulled_at = now
+            row.pulled_rank, row.pulled_total = ranks[owner[row.id]]
     return [sorted((row for row in share if row.id not in dropped), key=lambda m: m.id) for share in shares]
-
-
-def _trace_pulled(
-    claimed: list[Message], consumer: str, now: datetime, rank: int | None, total: int | None
-) -> None:
-    trace_write(
-        trace_row(m, TraceEvent.PULLED, at=now, actor=consumer, rank=rank, total=total) for m in claimed
-    )
 
 
 # --- lease recovery ----------------------------------------------------------------------

@@ -90,6 +90,9 @@ class NewMessage(NamedTuple):
     update_time: datetime
     producer: str
     handed_to: str | None
+    pulled_at: datetime | None = None
+    pulled_rank: int | None = None
+    pulled_total: int | None = None
 
 
 @retry_on_lock_conflict

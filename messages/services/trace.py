@@ -49,11 +49,26 @@ def trace_write(rows: Iterable[TraceRow]) -> None:
     insert_values(MessageTrace, list(rows), return_ids=False)
 
 
+def row_pull(message: Any) -> TraceRow:
+    """The "pulled" event the row of a claimed message holds (`Message.pulled_at`), as a trace
+    row: by its lease owner, in its current attempt."""
+    return TraceRow(message.id, TraceEvent.PULLED, message.lease_owner or "", message.pulled_at, message.attempt,
+                    message.pulled_rank, message.pulled_total, Status.RUNNING, "")
+
+
+def row_pulls_write(messages: Iterable[Any]) -> None:
+    """Write out the pulls these rows hold, before a change of their lease owner or attempt
+    (a new claim, a release) would lose them. The rows' `pulled_*` must then be cleared or
+    overwritten in the same transaction."""
+    trace_write(row_pull(m) for m in messages if m.pulled_at is not None)
+
+
 def row_events(message: Any) -> list[MessageTrace]:
-    """The events a message's row holds, which produce writes no trace row for: "produced"
-    (its producer and add time) and, when the produce handed it to a waiting pull, that
-    "pulled" (the consumer it was handed to, at the same time, first attempt). Unsaved (no
-    id). Empty for a message stored before these columns: its trace rows hold both."""
+    """The events a message's row holds, which no trace row does: "produced" (its producer
+    and add time); when the produce handed it to a waiting pull, that "pulled" (the consumer
+    it was handed to, at the same time, first attempt); and the pull of the delivery a claim
+    leased it for (`row_pull`). Unsaved (no id). Empty for a message stored before these
+    columns: its trace rows hold them all."""
     events = []
     if message.producer is not None:
         events.append(MessageTrace(message_id=message.id, event=TraceEvent.PRODUCED, actor=message.producer,
@@ -61,4 +76,6 @@ def row_events(message: Any) -> list[MessageTrace]:
     if message.handed_to is not None:
         events.append(MessageTrace(message_id=message.id, event=TraceEvent.PULLED, actor=message.handed_to,
                                    at=message.add_time, attempt=1, status_after=Status.RUNNING))
+    if message.pulled_at is not None:
+        events.append(MessageTrace(**row_pull(message)._asdict()))
     return events

@@ -32,21 +32,27 @@ def traces_of(messages: DataFrame, traces: DataFrame) -> DataFrame:
     return traces.join(keys, on="message_id", how="inner")
 
 
-def handed_pulls(messages: DataFrame) -> DataFrame:
-    """The "pulled" events of messages a produce handed to a waiting pull: the message row
-    holds them (`handed_to`, at its add_time, first attempt), no trace row does. Shaped as
-    `traces_of` answers (no event id)."""
-    return messages.where(F.col("handed_to").isNotNull()).select(
-        F.lit(None).cast("long").alias("id"),
-        F.col("id").alias("message_id"),
-        F.lit("pulled").alias("event"),
-        F.col("handed_to").alias("actor"),
-        F.col("add_time").alias("at"),
-        F.lit(1).alias("attempt"),
-        F.lit("RUNNING").alias("status_after"),
-        F.lit("").alias("log"),
-        *KEYS,
-    )
+def row_pulls(messages: DataFrame) -> DataFrame:
+    """The "pulled" events message rows hold, which no trace row does: a produce's hand-off
+    (`handed_to`, at its add_time, first attempt) and the pull of the delivery a claim leased
+    it for (`pulled_at`, by its lease_owner, in its attempt). Shaped as `traces_of` answers
+    (no event id)."""
+    def pulls(where: Column, actor: str, at: str, attempt: Column) -> DataFrame:
+        return messages.where(where).select(
+            F.lit(None).cast("long").alias("id"),
+            F.col("id").alias("message_id"),
+            F.lit("pulled").alias("event"),
+            F.col(actor).alias("actor"),
+            F.col(at).alias("at"),
+            attempt.cast("int").alias("attempt"),
+            F.lit("RUNNING").alias("status_after"),
+            F.lit("").alias("log"),
+            *KEYS,
+        )
+
+    handed = pulls(F.col("handed_to").isNotNull(), "handed_to", "add_time", F.lit(1))
+    claimed = pulls(F.col("pulled_at").isNotNull(), "lease_owner", "pulled_at", F.col("attempt"))
+    return handed.unionByName(claimed)
 
 
 def trace_summary(messages: DataFrame, events: DataFrame) -> DataFrame:

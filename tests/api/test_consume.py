@@ -9,6 +9,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from messages.models import Message, MessageTrace
+from messages.selectors import message_trace
 from tests.api.helpers import ack, expect_error, parse_time, produce, pull
 
 pytestmark = pytest.mark.django_db
@@ -42,8 +43,11 @@ def test_it_returns_an_empty_list_when_a_short_wait_ends(consumer_api):
 def test_it_records_who_pulled_in_the_trace(producer_api, consumer_api):
     [entry] = produce(producer_api, {"topic": "orders", "data": 1})
     pull(consumer_api, "orders", consumer="host-a:1:x")
-    trace = MessageTrace.objects.get(message_id=entry["id"], event="pulled")
-    assert trace.actor == "host-a:1:x" and trace.attempt == 1
+    message = Message.objects.get(id=entry["id"])
+    [pulled] = [event for event in message_trace(message) if event.event == "pulled"]
+    assert pulled.actor == "host-a:1:x" and pulled.attempt == 1 and pulled.at == message.pulled_at
+    # The message row holds it: no trace row is written for a claim's pull.
+    assert not MessageTrace.objects.filter(message_id=entry["id"]).exists()
 
 
 @pytest.mark.parametrize(

@@ -92,6 +92,9 @@ def test_it_exports_archived_history_to_parquet_partitioned_by_day_and_topic(
     # and whom a produce handed it to: the "pulled" event no trace row holds either
     handed_to = dict(zip(table.column("id").to_pylist(), table.column("handed_to").to_pylist(), strict=True))
     assert handed_to.pop(handed) == "c9" and set(handed_to.values()) == {None}
+    # and when its claim pulled it (by its lease_owner): held by the row as well
+    pulled = dict(zip(table.column("id").to_pylist(), table.column("pulled_at").to_pylist(), strict=True))
+    assert pulled == dict(MessageArchive.objects.values_list("id", "pulled_at")) and None not in pulled.values()
     # Hive-style partitions: Spark and pyarrow datasets read day and topic as columns.
     traces = ds.dataset(tmp_path / "traces", format="parquet", partitioning="hive").to_table()
     assert set(traces.column("topic").to_pylist()) == {"orders"}

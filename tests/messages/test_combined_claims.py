@@ -1,8 +1,10 @@
 """Combined queue claims: pulls of one group queued behind a claim in progress are served
 together by one transaction, each under its own lease, and a failed leader strands no one.
 
-The leader is held inside its claim with a real table lock on the trace table (its trace
-INSERT waits), so the pulls behind it queue up deterministically.
+The leader is held inside its claim with a real table lock on the trace table, so the pulls
+behind it queue up deterministically. A claim writes a trace row only for a message whose row
+still holds an earlier delivery's pull (`trace.row_pulls_write`), so the tests' messages are
+stored as redelivered ones: the claim's INSERT of the earlier pulls waits for the lock.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 from django.db.utils import OperationalError
+from django.utils import timezone
 
 from messages.models import Message, MessageTrace, Status, TraceEvent
 from messages.services import messages_pull
@@ -75,6 +78,14 @@ class Pulls:
         assert not any(t.is_alive() for t in self.threads), "a pull hung"
 
 
+def redelivered(topic: str, count: int) -> list[int]:
+    """`count` messages whose rows hold the pull of an earlier delivery (by "earlier", first
+    attempt), as after a nack with a retry: claiming them writes that pull out."""
+    ids = produce(topic, count)
+    Message.objects.filter(id__in=ids).update(lease_owner="earlier", attempt=1, pulled_at=timezone.now())
+    return ids
+
+
 def _blocked_on_table(lock_conn: Any, table: str) -> int | None:
     """The connection id of the statement waiting for the locked `table`, if one waits."""
     cursor = lock_conn.cursor()
@@ -102,7 +113,7 @@ def _hold_leader(pulls: Pulls, lock_conn: Any) -> int:
 
 
 def test_pulls_queued_behind_a_claim_are_served_by_one_transaction_each_under_its_own_lease() -> None:
-    ids = produce("combined", FOLLOWERS + 5)
+    ids = redelivered("combined", FOLLOWERS + 5)
     pulls = Pulls("combined")
     lock_conn = _raw_connection()
     try:
@@ -117,21 +128,21 @@ def test_pulls_queued_behind_a_claim_are_served_by_one_transaction_each_under_it
     delivered = [got[0] for got in pulls.got.values()]
     assert len(set(delivered)) == FOLLOWERS + 1, "a message went to two pulls"
     assert set(delivered) <= set(ids)
-    # Each message is leased to the pull that received it, with a PULLED trace in its name.
-    owners = dict(Message.objects.filter(id__in=delivered).values_list("id", "lease_owner"))
-    assert all(owners[got[0]] == consumer for consumer, got in pulls.got.items())
-    assert set(Message.objects.filter(id__in=delivered).values_list("status", flat=True)) == {Status.RUNNING}
-    traces = list(MessageTrace.objects.filter(message_id__in=delivered, event=TraceEvent.PULLED)
-                  .values_list("message_id", "actor", "at"))
-    assert {(m, actor) for m, actor, _ in traces} == {(got[0], c) for c, got in pulls.got.items()}
+    # Each message is leased to the pull that received it, its row holding that pull.
+    rows = Message.objects.filter(id__in=delivered).values_list("id", "lease_owner", "attempt", "status", "pulled_at")
+    assert {(m, owner, attempt, status) for m, owner, attempt, status, _ in rows} == {
+        (got[0], consumer, 2, Status.RUNNING) for consumer, got in pulls.got.items()}
     # The twenty followers were claimed together: one transaction, one claim time.
-    follower_times = {at for m, actor, at in traces if actor.startswith("follower-")}
+    follower_times = {at for m, owner, _, _, at in rows if owner.startswith("follower-")}
     assert len(follower_times) == 1, follower_times
+    # The earlier delivery's pull of each message went to the trace.
+    traces = MessageTrace.objects.filter(message_id__in=delivered, event=TraceEvent.PULLED)
+    assert set(traces.values_list("message_id", "actor", "attempt")) == {(m, "earlier", 1) for m in delivered}
     assert Message.objects.filter(topic="combined", status=Status.NEW).count() == 4
 
 
 def test_a_leader_that_fails_hands_the_queued_pulls_to_a_new_leader() -> None:
-    produce("failover", FOLLOWERS + 5)
+    redelivered("failover", FOLLOWERS + 5)
     pulls = Pulls("failover")
     lock_conn = _raw_connection()
     try:
