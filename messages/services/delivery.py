@@ -206,7 +206,7 @@ def _claim_uncombined(
 
 # --- combined queue claims ---------------------------------------------------------------
 # When a produce wakes many waiting pulls of one group, claiming one by one costs each pull a
-# connection, a locking SELECT, an UPDATE, a trace INSERT and a commit: a thousand woken
+# connection, a locking SELECT, an UPDATE (then also a trace INSERT) and a commit: a thousand woken
 # pulls took ~10 s in one process. Instead one pull per (topic, group) and process leads: it
 # claims for itself and for every pull queued behind it in one transaction, and hands each
 # its share. A lone pull leads at once, so it costs what it did before.

@@ -2,7 +2,7 @@
 
 Without it, a message produced for an idle consumer costs two transactions in a row: the
 produce's insert, then (after a wake-up) the woken pull's claim, which reads the row back,
-leases it and writes its PULLED trace. Measured on 2 cores (session 7), the claim was about
+leases it (and then also wrote its PULLED trace). Measured on 2 cores (session 7), the claim was about
 2.5 ms of the ~8.7 ms delivery latency, and a produce of 1,000 messages to 1,000 waiting
 pulls spent ~250 ms in the rounds of claims behind it. Here the produce inserts the message
 already leased to a waiting pull (the row's `handed_to` holds that "pulled" trace event),
