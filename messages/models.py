@@ -58,9 +58,8 @@ class Message(models.Model):
     # rank/total: with `lease_owner` and `attempt` this is that delivery's "pulled" trace
     # event, which is not written as a trace row while the row holds it (`bench.ab`, session
     # 14: end to end +5% and +9% in two sittings, MariaDB CPU per message -6% and -9%). A
-    # change of lease_owner or
-    # attempt (the next claim, a release) first writes it out as a trace row
-    # (`trace.row_pulls_write`). NULL when the row holds no claim's pull.
+    # change of lease_owner or attempt (the next claim, a release) first writes it out as a
+    # trace row (`trace.row_pulls_write`). NULL when the row holds no claim's pull.
     pulled_at = models.DateTimeField(null=True, blank=True)
     pulled_rank = models.IntegerField(null=True, blank=True)
     pulled_total = models.IntegerField(null=True, blank=True)
