@@ -6,7 +6,7 @@ apart) and splits each sample at the two moments the broker records with the mes
   the request reached the produce service);
 - PRODUCED -> PULLED (insert, commit, wake-up, and the claim's start in the waiting pull);
   zero when the produce hands the message to the waiting pull (messages/services/handoff.py:
-  the row's `handed_to` is that event, at its add_time);
+  the row's `pulled_at` is then its add_time; `handed_to` on rows stored before session 15);
 - PULLED -> the handler's start (claim transaction or, handed off, the produce's insert and
   its commit; pull answer, SDK dispatch).
 One machine, one clock. Prints medians; not part of `bench all`.
@@ -31,8 +31,9 @@ def split(broker: BenchBroker, samples: int) -> dict[str, float]:
     try:
         cur = conn.cursor()
         cur.execute(
-            # A message's "produced" event is its row's add_time, and so is the "pulled" event of
-            # a hand-off (`handed_to`); a claim's is its row's pulled_at: no trace row holds them.
+            # A message's "produced" event is its row's add_time; its "pulled" event is the row's
+            # pulled_at (a hand-off's: the add time), or on older rows handed off, `handed_to`
+            # at the add time: no trace row holds them.
             "SELECT m.data, m.add_time, CASE WHEN m.handed_to IS NULL THEN m.pulled_at ELSE m.add_time END"
             " FROM mq_message m"
             " WHERE m.topic = %s AND (m.handed_to IS NOT NULL OR m.pulled_at IS NOT NULL)"

@@ -48,18 +48,20 @@ class Message(models.Model):
     # table, and measured (bench/, session 11) 14% of produce throughput. NULL on messages
     # stored before: they kept their "produced" row. Last, so positional rows stay valid.
     producer = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
-    # The consumer a produce handed the message to (messages/services/handoff.py), NULL if
-    # it was stored for a claim. With `add_time` this is the message's first "pulled" trace
-    # event, which is not written as a trace row either: so a produce writes its message
-    # rows only, in one INSERT and (up to 500 rows) without a transaction around it (see
-    # `produce.messages_produce`). Like `producer`, never changed afterwards.
+    # The consumer a produce handed the message to (messages/services/handoff.py), on rows
+    # handed off between sessions 12 and 14: with `add_time` it is the message's first
+    # "pulled" trace event, never changed afterwards. Since session 15 a hand-off leaves
+    # its pull in `pulled_at` (below), as a claim does, which also holds the consumer's
+    # rank/total; this stays NULL. Either way a produce writes its message rows only, in
+    # one INSERT and (up to 500 rows) without a transaction around it.
     handed_to = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
-    # When a claim leased the message for its current delivery, and the pulling consumer's
-    # rank/total: with `lease_owner` and `attempt` this is that delivery's "pulled" trace
-    # event, which is not written as a trace row while the row holds it (`bench.ab`, session
-    # 14: end to end +5% and +9% in two sittings, MariaDB CPU per message -6% and -9%). A
-    # change of lease_owner or attempt (the next claim, a release) first writes it out as a
-    # trace row (`trace.row_pulls_write`). NULL when the row holds no claim's pull.
+    # When a claim (or a produce's hand-off) leased the message for its current delivery,
+    # and the pulling consumer's rank/total: with `lease_owner` and `attempt` this is that
+    # delivery's "pulled" trace event, which is not written as a trace row while the row
+    # holds it (`bench.ab`, session 14: end to end +5% and +9% in two sittings, MariaDB CPU
+    # per message -6% and -9%). A change of lease_owner or attempt (the next claim, a
+    # release) first writes it out as a trace row (`trace.row_pulls_write`). NULL when the
+    # row holds no pull.
     pulled_at = models.DateTimeField(null=True, blank=True)
     pulled_rank = models.IntegerField(null=True, blank=True)
     pulled_total = models.IntegerField(null=True, blank=True)

@@ -114,26 +114,26 @@ def consumers_online_ids(topic: str, group: str) -> list[str]:
 
 
 class _RankCache:
-    """Pull traces record rank/total; reading the registry once a second per group is plenty."""
+    """Pull traces record rank/total; reading the registry once a second per group is plenty.
+    Each group's online consumers are kept as consumer -> rank: a produce that hands a
+    thousand waiting pulls their messages looks up a thousand consumers."""
 
     def __init__(self, ttl: float = 1.0) -> None:
         self.ttl = ttl
         self._lock = threading.Lock()
-        self._entries: dict[tuple[str, str], tuple[float, list[str]]] = {}
+        self._entries: dict[tuple[str, str], tuple[float, dict[str, int]]] = {}
 
     def rank(self, consumer: str, topic: str, group: str) -> tuple[int | None, int | None]:
         key = (topic, group)
         with self._lock:
             hit = self._entries.get(key)
         if hit is None or hit[0] < time.monotonic():
-            online = consumers_online_ids(topic, group)
+            ranks = {name: rank for rank, name in enumerate(consumers_online_ids(topic, group))}
             with self._lock:
-                self._entries[key] = (time.monotonic() + self.ttl, online)
+                self._entries[key] = (time.monotonic() + self.ttl, ranks)
         else:
-            online = hit[1]
-        if consumer not in online:
-            return None, len(online) or None
-        return online.index(consumer), len(online)
+            ranks = hit[1]
+        return ranks.get(consumer), len(ranks) or None
 
 
 rank_cache = _RankCache()

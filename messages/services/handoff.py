@@ -5,8 +5,9 @@ produce's insert, then (after a wake-up) the woken pull's claim, which reads the
 leases it (and then also wrote its PULLED trace). Measured on 2 cores (session 7), the claim was about
 2.5 ms of the ~8.7 ms delivery latency, and a produce of 1,000 messages to 1,000 waiting
 pulls spent ~250 ms in the rounds of claims behind it. Here the produce inserts the message
-already leased to a waiting pull (the row's `handed_to` holds that "pulled" trace event),
-and the pull answers from memory once the insert commits.
+already leased to a waiting pull (the row holds that "pulled" trace event, with the pull's
+rank/total, as a claim's row does: `Message.pulled_at`), and the pull answers from memory
+once the insert commits.
 
 What may be handed: a fresh (not a dedup repeat), due message of a queue-mode group whose
 topic is not paused. Serial and sharded groups keep their claims, whose ordering rules need

@@ -20,6 +20,7 @@ from mqcenter import metrics
 from mqcenter.auth import Principal
 from mqcenter.db import retry_on_lock_conflict
 from mqcenter.errors import Forbidden, InvalidRequest
+from registry.services import rank_cache
 from registry.wakeups import wakeup_hub
 from topics.models import DeliveryMode, Topic
 from topics.services import DEFAULT_GROUP, groups_ensure, topic_broadcast_groups, topics_for_produce
@@ -161,7 +162,8 @@ def _store(
 ) -> tuple[list[ProduceResult], set[tuple[str, str]]]:
     """Insert the batch; messages handed off are inserted leased to their pulls. No trace
     row: a message's "produced" event is its row (`producer`, `add_time`), and so is the
-    "pulled" event of a hand-off (`handed_to`). Returns the results and the (topic, group)
+    "pulled" event of a hand-off (`pulled_at` and the pull's rank/total, as a claim leaves
+    it). Returns the results and the (topic, group)
     pairs left with NEW messages to wake pulls for. Without `look_up_dedup`, a dedup key
     already stored fails the insert (IntegrityError) instead of answering the duplicate."""
     now = timezone.now()
@@ -191,7 +193,7 @@ def _store(
     for offer, indexes in shares:
         offer.messages = [_handed_message(fresh[i], ids[i]) for i in indexes]
     # A handed-off message is answered as stored (NEW), as API.md shows; its trace's
-    # "pulled" event (from `handed_to`) tells the rest.
+    # "pulled" event (from `pulled_at`) tells the rest.
     results = [
         step if isinstance(step, ProduceResult)
         else ProduceResult(ids[step[0]], fresh[step[0]].topic, fresh[step[0]].group_name, Status.NEW, step[1])
@@ -203,8 +205,10 @@ def _store(
 def _hand_off(
     reservation: Reservation, fresh: list[NewMessage], topics: dict[str, Topic], now: datetime
 ) -> list[tuple[Offer, list[int]]]:
-    """Lease what idle pulls of this process can take (see `handoff`): the rows in `fresh`
-    are replaced by leased ones. Returns each reserved pull with the indexes of its rows."""
+    """Lease what idle pulls can take (see `handoff`): the rows in `fresh` are replaced by
+    leased ones, each holding its pull as a claim's row does (`Message.pulled_at`), so a
+    later claim or release writes that pull out like any other. Returns each reserved pull
+    with the indexes of its rows."""
     due: dict[tuple[str, str], list[int]] = {}
     for index, row in enumerate(fresh):
         if row.effect_time <= now:
@@ -217,11 +221,13 @@ def _hand_off(
             continue
         offers = handoffs.reserve(reservation, pair, len(indexes), topic.biz_id)
         for offer, share in reserved_shares(offers, indexes):
+            rank, total = rank_cache.rank(offer.consumer, *pair)
             for index in share:
                 row = fresh[index]
                 fresh[index] = row._replace(
-                    status=Status.RUNNING, attempt=1, lease_owner=offer.consumer, handed_to=offer.consumer,
+                    status=Status.RUNNING, attempt=1, lease_owner=offer.consumer,
                     lease_expires_at=now + timedelta(seconds=row.timeout_seconds + settings.MQ_LEASE_GRACE_SECONDS),
+                    pulled_at=now, pulled_rank=rank, pulled_total=total,
                 )
             shares.append((offer, share))
     return shares

@@ -65,9 +65,9 @@ def row_pulls_write(messages: Iterable[Any]) -> None:
 
 def row_events(message: Any) -> list[MessageTrace]:
     """The events a message's row holds, which no trace row does: "produced" (its producer
-    and add time); when the produce handed it to a waiting pull, that "pulled" (the consumer
-    it was handed to, at the same time, first attempt); and the pull of the delivery a claim
-    leased it for (`row_pull`). Unsaved (no id). Empty for a message stored before these
+    and add time); on a row handed off before session 15, that "pulled" (`handed_to`, at the
+    same time, first attempt); and the pull of the delivery a claim or a hand-off leased it
+    for (`row_pull`). Unsaved (no id). Empty for a message stored before these
     columns: its trace rows hold them all."""
     events = []
     if message.producer is not None:

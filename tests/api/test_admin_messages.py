@@ -138,8 +138,8 @@ def test_a_message_stored_with_its_produced_trace_row_shows_one_produced_event(a
 
 
 def test_a_message_handed_off_by_its_produce_shows_the_pulled_event_its_row_holds(admin_api, producer_api, orders):
-    # As a produce's hand-off stores it (messages/services/produce.py): leased, `handed_to`
-    # set, and no trace row.
+    # As a produce's hand-off stored it in sessions 12 to 14: leased, `handed_to` set, and
+    # no trace row (since then a hand-off holds its pull in `pulled_at`, as a claim does).
     [entry] = produce(producer_api, {"topic": "orders", "data": 1})
     Message.objects.filter(id=entry["id"]).update(status="RUNNING", attempt=1, lease_owner="c7", handed_to="c7")
 

@@ -1,6 +1,7 @@
 """Hand-off (messages/services/handoff.py): a produce gives its messages to the pulls idle-
-waiting in this process, inserted leased to them (the row's `handed_to` is the "pulled"
-trace event), and every way that can go wrong leaves each message accounted for.
+waiting in this process, inserted leased to them (the row holds the "pulled" trace event,
+`pulled_at`, as a claim's row does), and every way that can go wrong leaves each message
+accounted for.
 
 The pulls are real long-polls through the broker's ASGI application (the fast path), on its
 event loop in another thread; the produces run in the test's thread or in threads of their
@@ -126,7 +127,8 @@ def test_an_idle_pull_is_handed_the_message_leased_and_traced_by_the_produce_ins
     assert (got["id"], got["data"], got["key"], got["headers"], got["attempt"]) == (entry["id"], {"n": 1}, "k", {"h": "v"}, 1)
     assert entry["status"] == Status.NEW  # the produce answers as stored (API.md)
     stored = Message.objects.get(id=entry["id"])
-    assert (stored.status, stored.lease_owner, stored.attempt, stored.handed_to) == (Status.RUNNING, "c1", 1, "c1")
+    assert (stored.status, stored.lease_owner, stored.attempt) == (Status.RUNNING, "c1", 1)
+    assert (stored.pulled_at, stored.handed_to) == (stored.add_time, None)  # held as a claim's pull is
     assert got["lease_expires_at"] == stored.lease_expires_at.isoformat().replace("+00:00", "Z")
     assert got["effect_time"] == stored.effect_time.isoformat().replace("+00:00", "Z")
     # Produced and pulled are both the row's: one time for both, and no trace row.
@@ -135,6 +137,40 @@ def test_an_idle_pull_is_handed_the_message_leased_and_traced_by_the_produce_ins
     assert events[0][2] == stored.add_time
     assert not MessageTrace.objects.filter(message_id=entry["id"]).exists()
     assert _handed("orders") == before + 1
+
+
+def test_a_hand_off_records_the_pulls_rank_and_a_redelivery_writes_it_out(producer_api, consumer):
+    # Registered consumers, in a group of their own (ranks are read through a one-second
+    # per-group cache): c1 ranks 0 of 2.
+    for name in ("c1", "c2"):
+        answer = consumer.post("/api/v1/registry/consumers", {"consumer": name, "subscriptions": [
+            {"topic": "orders", "group": "ranked"}]})
+        assert answer.status_code == 200, answer.content
+    produce(producer_api, {"topic": "orders", "group": "ranked", "data": "first"})
+    Message.objects.all().delete()
+    pull = WaitingPull(consumer, "orders", "c1", group="ranked")
+    _waiting("orders", 1, group="ranked")
+
+    [entry] = produce(producer_api, {"topic": "orders", "group": "ranked", "data": 1, "retry_count": 1})
+
+    [got] = pull.messages()
+    trace = message_trace(Message.objects.get(id=entry["id"]))
+    assert [(e.event, e.actor, e.attempt, e.rank, e.total) for e in trace] == [
+        (TraceEvent.PRODUCED, "produce:orders*", 0, None, None), (TraceEvent.PULLED, "c1", 1, 0, 2)]
+    # A nack, then c2's claim: the hand-off's pull is written out as it was, then c2's is held.
+    answer = consumer.post("/api/v1/ack", {"consumer": "c1", "results": [
+        {"id": got["id"], "status": "FAIL", "log": "again"}]})
+    assert answer.json()["results"][0]["outcome"] == "retry_scheduled"
+    Message.objects.filter(id=entry["id"]).update(effect_time=timezone.now())
+    [again] = consumer.post("/api/v1/pull", {"topic": "orders", "group": "ranked", "consumer": "c2",
+                                             "max_messages": 1}).json()["messages"]
+    assert again["id"] == entry["id"] and again["attempt"] == 2
+    assert list(MessageTrace.objects.filter(message_id=entry["id"], event=TraceEvent.PULLED)
+                .values_list("actor", "attempt", "rank", "total", "at")) == [("c1", 1, 0, 2, trace[1].at)]
+    trace = message_trace(Message.objects.get(id=entry["id"]))
+    assert [(e.event, e.actor, e.attempt, e.rank) for e in trace if e.event != TraceEvent.PRODUCED] == [
+        (TraceEvent.PULLED, "c1", 1, 0), (TraceEvent.NACKED, "c1", 1, None),
+        (TraceEvent.RETRY_SCHEDULED, "c1", 1, None), (TraceEvent.PULLED, "c2", 2, 1)]
 
 
 def test_the_first_produce_to_a_new_topic_hands_off_too(producer_api, consumer):
