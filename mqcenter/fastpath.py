@@ -218,5 +218,48 @@ def _json(data: Any) -> bytes:
 
 async def _respond(send: Any, status: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None) -> None:
     headers = [*_HEADERS, (b"content-length", str(len(body)).encode()), *(extra or [])]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    # uvicorn writes the status line and headers as soon as it is given them, then the body:
+    # two sends on the socket per answer. Held and sent together they are one, which on
+    # loopback is one wake-up of the reader less: measured on 2 cores (session 15), 1,000
+    # answers cost the event loop ~17 us each written twice, ~10 us written once, and the
+    # kernel's share of the loop's time answering a burst of long-polls was ~45%.
+    cycle = getattr(send, "__self__", None)
+    transport = getattr(cycle, "transport", None)
+    held = _HeldWrites(transport) if transport is not None and hasattr(transport, "write") else None
+    if held is not None:
+        cycle.transport = held  # type: ignore[union-attr]
+    try:
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+    finally:
+        if held is not None:
+            cycle.transport = transport  # type: ignore[union-attr]
+            held.flush()
+
+
+class _HeldWrites:
+    """Stands in for a uvicorn connection's transport while one answer is sent: the first
+    write (status line and headers) is held and goes out with the next (the body). Anything
+    else is the transport's own, once what is held has gone out."""
+
+    __slots__ = ("held", "transport")
+
+    def __init__(self, transport: Any) -> None:
+        self.transport = transport
+        self.held = b""
+
+    def write(self, data: bytes) -> None:
+        if self.held:
+            data, self.held = self.held + data, b""
+            self.transport.write(data)
+        else:
+            self.held = data
+
+    def flush(self) -> None:
+        if self.held:
+            data, self.held = self.held, b""
+            self.transport.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        self.flush()
+        return getattr(self.transport, name)
