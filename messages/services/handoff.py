@@ -381,11 +381,11 @@ class HandOffs:
                     returned.setdefault(offer.pair, {})[offer] = None
             for pair, offers in returned.items():
                 self._idle[pair] = offers | self._idle.get(pair, {})
-        for offer in woken:
-            assert offer.wake is not None
-            offer.wake.set()
-        for pair, count in handed_per_pair.items():
-            metrics.handed_off.labels(*pair).inc(count)
+        # Pulls of other processes hear first. Waking this process's pulls first set the
+        # event loop answering them, and this thread then waited for the interpreter lock
+        # behind it at each step of the publish: measured (session 15, two broker
+        # processes, 1,000 pulls woken by one produce), the other process heard 5-45 ms
+        # after the commit instead of ~6, and its pulls' answers came last.
         for node, offers in elsewhere.items():
             handed = [[o.id, [message_to_wire(m) for m in o.messages] if committed else None] for o in offers]
             try:
@@ -400,6 +400,11 @@ class HandOffs:
                     if offer.messages:
                         offer.principal = _BROKER
                         abandoned.append(offer)
+        for offer in woken:
+            assert offer.wake is not None
+            offer.wake.set()
+        for pair, count in handed_per_pair.items():
+            metrics.handed_off.labels(*pair).inc(count)
         reservation.offers.clear()
         return abandoned
 
