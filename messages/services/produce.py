@@ -163,9 +163,9 @@ def _store(
     """Insert the batch; messages handed off are inserted leased to their pulls. No trace
     row: a message's "produced" event is its row (`producer`, `add_time`), and so is the
     "pulled" event of a hand-off (`pulled_at` and the pull's rank/total, as a claim leaves
-    it). Returns the results and the (topic, group)
-    pairs left with NEW messages to wake pulls for. Without `look_up_dedup`, a dedup key
-    already stored fails the insert (IntegrityError) instead of answering the duplicate."""
+    it). Returns the results and the (topic, group) pairs left with NEW messages to wake
+    pulls for. Without `look_up_dedup`, a dedup key already stored fails the insert
+    (IntegrityError) instead of answering the duplicate."""
     now = timezone.now()
     producer = principal.name[:200]
     rows = [_message_row(item, topic, group, now, producer) for item, topic, groups in targets for group in groups]

@@ -67,8 +67,8 @@ def row_events(message: Any) -> list[MessageTrace]:
     """The events a message's row holds, which no trace row does: "produced" (its producer
     and add time); on a row handed off before session 15, that "pulled" (`handed_to`, at the
     same time, first attempt); and the pull of the delivery a claim or a hand-off leased it
-    for (`row_pull`). Unsaved (no id). Empty for a message stored before these
-    columns: its trace rows hold them all."""
+    for (`row_pull`). Unsaved (no id). Empty for a message stored before these columns: its
+    trace rows hold them all."""
     events = []
     if message.producer is not None:
         events.append(MessageTrace(message_id=message.id, event=TraceEvent.PRODUCED, actor=message.producer,

@@ -36,8 +36,7 @@ def row_pulls(messages: DataFrame) -> DataFrame:
     """The "pulled" events message rows hold, which no trace row does: a produce's hand-off
     stored before session 15 (`handed_to`, at its add_time, first attempt) and the pull of
     the delivery a claim or a later hand-off leased it for (`pulled_at`, by its lease_owner,
-    in its attempt). Shaped as `traces_of` answers
-    (no event id)."""
+    in its attempt). Shaped as `traces_of` answers (no event id)."""
     def pulls(where: Column, actor: str, at: str, attempt: Column) -> DataFrame:
         return messages.where(where).select(
             F.lit(None).cast("long").alias("id"),
