@@ -25,6 +25,7 @@ class RecordingTransport(asyncio.Transport):
         self.closed = self.closed_when_answered = False
 
     def write(self, data: Any) -> None:
+        assert not self.closed, "written after the close"
         self.writes.append(bytes(data))
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
@@ -95,3 +96,28 @@ def test_a_send_that_is_not_uvicorns_gets_both_messages() -> None:
 
     assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
     assert sent[0]["status"] == 201 and sent[1]["body"] == b"{}"
+
+
+def test_a_connection_the_client_closes_gets_its_whole_answer_before_the_close() -> None:
+    # With "Connection: close" uvicorn closes the transport right after the body: through
+    # the stand-in, which sends what it holds first.
+    request = REQUEST.replace(b"Host: broker\r\n", b"Host: broker\r\nConnection: close\r\n")
+
+    transport = _served(answer, request)
+
+    [written] = transport.writes
+    assert written.startswith(b"HTTP/1.1 200 OK") and written.endswith(b'{"messages":[]}')
+    assert b"connection: close" in written.split(b"\r\n\r\n")[0].split(b"\r\n")
+    assert transport.closed_when_answered
+
+
+def test_headers_held_when_uvicorn_closes_without_a_body_go_out_before_the_close() -> None:
+    # A HEAD answer has no body write: uvicorn closes straight after the headers, and the
+    # stand-in sends them on the way to the transport's close.
+    request = REQUEST.replace(b"POST", b"HEAD").replace(b"Host: broker\r\n", b"Host: broker\r\nConnection: close\r\n")
+
+    transport = _served(answer, request)
+
+    [written] = transport.writes
+    assert written.startswith(b"HTTP/1.1 200 OK") and written.endswith(b"\r\n\r\n")
+    assert transport.closed_when_answered
