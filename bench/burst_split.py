@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ import httpx
 
 from bench import load
 from bench.common import BenchBroker, percentile, pids_named
-from bench.figures import PYTHON, ROOT, _waiting
+from bench.figures import waiting_pulls
 
 TOPIC = "burst"
 
@@ -57,15 +56,7 @@ def _cpu(pids: list[int]) -> dict[str, tuple[float, float]]:
 
 
 def burst(broker: BenchBroker, count: int) -> dict[str, Any]:
-    client = subprocess.Popen(
-        [PYTHON, "-m", "bench.workloads.longpoll_client", broker.url, broker.token, TOPIC, str(count)],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    assert client.stdout is not None
-    if client.stdout.readline().strip() != "ready":
-        raise RuntimeError("the long-poll client did not start")
-    deadline = time.monotonic() + 12  # /metrics counts one process's pulls: with two, wait it out
-    while _waiting(broker) < count and time.monotonic() < deadline:
-        time.sleep(0.2)
+    client, _ = waiting_pulls(broker, TOPIC, count)
     time.sleep(0.5)
     pids = [max(broker.pids()), client.pid, *pids_named("mariadbd"), *pids_named("mysqld")]
     before = _cpu(pids)

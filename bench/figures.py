@@ -295,14 +295,13 @@ def _idle_cost(broker: BenchBroker, seconds: float) -> dict[str, float]:
 STEADY_SAMPLES = 200
 
 
-def _longpoll_once(broker: BenchBroker, count: int, steady: int = 0) -> dict[str, Any]:
-    """`count` pulls wait; then either one produce of `count` messages (the burst: every
-    waiter is woken at once) or, with `steady`, that many single messages 20 ms apart while
-    the rest keep waiting (then one produce releases them, unmeasured). Wake latency is the
-    produce call's start to the pull's answer."""
-    rss_before = broker.rss_mb()
+def waiting_pulls(broker: BenchBroker, topic: str, count: int) -> tuple[subprocess.Popen[str], int]:
+    """Start the long-poll client's `count` pulls on `topic` and wait (up to 12 s) until the
+    broker counts them waiting. Returns the client (its last stdout line will be the answers,
+    as JSON) and the count last seen: /metrics counts one process's pulls, so with several
+    broker processes the wait runs out."""
     client = subprocess.Popen(
-        [PYTHON, "-m", "bench.workloads.longpoll_client", broker.url, broker.token, "lp", str(count)],
+        [PYTHON, "-m", "bench.workloads.longpoll_client", broker.url, broker.token, topic, str(count)],
         cwd=ROOT, stdout=subprocess.PIPE, text=True)
     assert client.stdout is not None
     if client.stdout.readline().strip() != "ready":
@@ -312,6 +311,16 @@ def _longpoll_once(broker: BenchBroker, count: int, steady: int = 0) -> dict[str
     while waiting < count and time.monotonic() < deadline:
         time.sleep(0.2)
         waiting = _waiting(broker)
+    return client, waiting
+
+
+def _longpoll_once(broker: BenchBroker, count: int, steady: int = 0) -> dict[str, Any]:
+    """`count` pulls wait; then either one produce of `count` messages (the burst: every
+    waiter is woken at once) or, with `steady`, that many single messages 20 ms apart while
+    the rest keep waiting (then one produce releases them, unmeasured). Wake latency is the
+    produce call's start to the pull's answer."""
+    rss_before = broker.rss_mb()
+    client, waiting = waiting_pulls(broker, "lp", count)
     rss_peak = broker.rss_mb()
     idle = _idle_cost(broker, 3.0)
     produce_error = ""
