@@ -57,6 +57,10 @@ class LoopEvent:
         self._flag = False
         self._waiter: asyncio.Future[None] | None = None
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
     def is_set(self) -> bool:
         return self._flag
 
@@ -87,6 +91,25 @@ class LoopEvent:
             if timer is not None:
                 timer.cancel()
         return self._flag
+
+
+def wake_all(events: Iterable[LoopEvent]) -> None:
+    """`set()` each of `events`, with one call into each event loop rather than one per
+    event: a produce that hands off to a thousand waiting pulls otherwise queues a thousand
+    thread-safe callbacks, and the thread queueing them contends for the interpreter lock
+    with the loop that has started answering the first ones."""
+    batches: dict[asyncio.AbstractEventLoop, list[LoopEvent]] = {}
+    for event in events:
+        if not event._flag:
+            event._flag = True
+            batches.setdefault(event._loop, []).append(event)
+    for loop, batch in batches.items():
+        loop.call_soon_threadsafe(_wake_each, batch)
+
+
+def _wake_each(events: list[LoopEvent]) -> None:
+    for event in events:
+        event._wake()
 
 
 def _expire(waiter: asyncio.Future[None]) -> None:

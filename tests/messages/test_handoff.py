@@ -538,12 +538,14 @@ def _pull_taken_elsewhere(producer_api: Api, consumer: Api, board: Any, *, wait_
     return pull, ticket
 
 
-def _leased_as_handed(producer_api: Api, topic: str, consumer: str) -> Message:
-    """A message committed leased to `consumer`, as another process's hand-off commits it."""
-    [entry] = produce(producer_api, {"topic": topic, "data": {"far": True}})
-    Message.objects.filter(id=entry["id"]).update(status=Status.RUNNING, lease_owner=consumer, attempt=1,
-                                                   lease_expires_at=timezone.now() + timedelta(seconds=60))
-    return Message.objects.get(id=entry["id"])
+def _leased_as_handed(topic: str, consumer: str) -> Message:
+    """A message committed leased to `consumer`, as another process's hand-off commits it
+    (stored inside a transaction, so that no pull of this process is handed it)."""
+    with transaction.atomic():
+        [result] = messages_produce(principal=BROKER, items=[ProduceItem(topic=topic, data='{"far": true}')])
+    Message.objects.filter(id=result.id).update(status=Status.RUNNING, lease_owner=consumer, attempt=1,
+                                                 lease_expires_at=timezone.now() + timedelta(seconds=60))
+    return Message.objects.get(id=result.id)
 
 
 def _send_outcome(board: Any, ticket: Any, messages: list[Message] | None) -> None:
@@ -567,7 +569,7 @@ def test_a_hand_off_from_a_process_of_another_version_is_answered(producer_api, 
     from registry.wakeups import wakeup_hub
 
     pull, ticket = _pull_taken_elsewhere(producer_api, consumer, board, wait_seconds=20)
-    message = _leased_as_handed(producer_api, "orders", "c1")
+    message = _leased_as_handed("orders", "c1")
     values = dict(zip(_FIELDS, message_to_wire(message), strict=True))
     if sender.startswith("before"):
         payload = {"handed": [[int(ticket.offer), [[values[name] for name in _FIELDS if name != "handed_to"]]]]}
@@ -583,7 +585,7 @@ def test_a_hand_off_from_a_process_of_another_version_is_answered(producer_api, 
 
 def test_a_pull_whose_ticket_was_taken_elsewhere_waits_past_its_wait_for_the_outcome(producer_api, consumer, board):
     pull, ticket = _pull_taken_elsewhere(producer_api, consumer, board, wait_seconds=0.3)
-    message = _leased_as_handed(producer_api, "orders", "c1")
+    message = _leased_as_handed("orders", "c1")
     time.sleep(0.6)  # the wait is over; withdrawing the ticket failed, so it waits for the outcome
     assert not pull.future.done()
     _send_outcome(board, ticket, [message])
@@ -603,7 +605,7 @@ def test_a_failed_produce_elsewhere_sends_the_pull_round_again(producer_api, con
 @pytest.mark.parametrize("how", ["cancelled", "outcome too late"])
 def test_messages_handed_to_a_pull_that_stopped_waiting_are_released(producer_api, consumer, board, how):
     pull, ticket = _pull_taken_elsewhere(producer_api, consumer, board, wait_seconds=20 if how == "cancelled" else 0.2)
-    message = _leased_as_handed(producer_api, "orders", "c1")
+    message = _leased_as_handed("orders", "c1")
     if how == "cancelled":
         pull.future.cancel()
         _wait_for(lambda: pull.future.done(), "the pull to end")
@@ -614,3 +616,38 @@ def test_messages_handed_to_a_pull_that_stopped_waiting_are_released(producer_ap
     released = Message.objects.get(id=message.id)
     assert (released.attempt, released.lease_owner) == (0, None)
     assert [e for e, _, _ in _events(message.id)][-1] == TraceEvent.RELEASED
+
+
+def test_a_produce_takes_a_pull_of_its_own_process_in_memory_and_withdraws_its_ticket_after(
+        producer_api, consumer, board, monkeypatch):
+    pull = WaitingPull(consumer, "orders", "c1", wait_seconds=20)
+    _waiting("orders", 1)
+    [ticket] = _tickets(board, "orders")
+    assert ticket.process == board.origin
+
+    def no_take(*args: Any) -> Any:
+        raise AssertionError("the board's script was run for a pull of this process")
+
+    monkeypatch.setattr(board, "take", no_take)
+    remembered = set(handoffs._served)  # earlier tests' pulls whose tickets were taken elsewhere
+    [entry] = produce(producer_api, {"topic": "orders", "data": 1})
+    assert [m["id"] for m in pull.messages()] == [entry["id"]]
+    _wait_for(lambda: _tickets(board, "orders") == [], "the ticket to be withdrawn")
+    _wait_for(lambda: set(handoffs._served) <= remembered, "the pull to be forgotten once its ticket is gone")
+
+
+def test_what_another_process_hands_a_pull_already_served_here_is_released(producer_api, consumer, board):
+    """The race the in-memory take opens: a produce elsewhere took the pull's ticket just
+    before a produce here took the pull itself. The pull answers with this process's message;
+    the other process's, arriving after, goes back to NEW at once."""
+    pull, ticket = _pull_taken_elsewhere(producer_api, consumer, board, wait_seconds=20)
+    [entry] = produce(producer_api, {"topic": "orders", "data": "here"})
+    assert [m["id"] for m in pull.messages()] == [entry["id"]]
+    far = _leased_as_handed("orders", "c1")
+    _send_outcome(board, ticket, [far])
+    _wait_for(lambda: Message.objects.get(id=far.id).status == Status.NEW, "the other hand-off to be released")
+    released = Message.objects.get(id=far.id)
+    assert (released.attempt, released.lease_owner) == (0, None)
+    assert [e for e, _, _ in _events(far.id)][-1] == TraceEvent.RELEASED
+    served_here = Message.objects.get(id=entry["id"])
+    assert (served_here.status, served_here.lease_owner) == (Status.RUNNING, "c1")
