@@ -342,8 +342,9 @@ class HandOffs:
 
     def reserve(self, reservation: Reservation, pair: Pair, count: int, biz_id: int | None) -> list[Offer]:
         """Take idle pulls of `pair`, oldest first, until they can hold `count` messages
-        (fewer if fewer wait): this process's unlisted ones, its listed ones, then tickets
-        from the board. The caller must `settle` the reservation."""
+        (fewer if fewer wait): this process's listed ones, in memory (their tickets are
+        withdrawn afterwards), its unlisted ones, then tickets from the board. The caller
+        must `settle` the reservation."""
         taken: list[Offer] = []
         served: list[Offer] = []
         room = 0
