@@ -313,12 +313,12 @@ class HandOffs:
         for offer_id, wire in sent["handed"]:
             messages = None if wire is None else messages_from_wire(fields, wire)
             with self._lock:
-                served = self._served.get(offer_id)
+                served, _ = self._served.get(offer_id, (None, 0.0))
                 if served is not None:
                     # A produce here took this pull in memory before its ticket was withdrawn:
                     # the pull answers with that produce's messages, and these go back.
                     if messages:
-                        stand_in = Offer(served[0].pair, served[0].principal, served[0].consumer, 0, None)
+                        stand_in = Offer(served.pair, served.principal, served.consumer, 0, None)
                         stand_in.messages = messages
                         released.append(stand_in)
                     continue
@@ -379,7 +379,7 @@ class HandOffs:
                 if not idle:
                     del self._idle[pair]
         if served:
-            self._withdraw_served(served)
+            self._withdraw_served(pair, served)
         board = offer_board() if room < count else None
         if board is not None and board.may_hold(pair):
             tickets = board.take(pair, count - room, biz_id)
@@ -398,7 +398,7 @@ class HandOffs:
         reservation.offers.extend(taken)
         return taken
 
-    def _withdraw_served(self, offers: list[Offer]) -> None:
+    def _withdraw_served(self, pair: Pair, offers: list[Offer]) -> None:
         """Withdraw the tickets of pulls taken in memory, on their event loop: the produce
         does not wait for it (it runs beside the produce's INSERT)."""
         board = offer_board()
@@ -410,20 +410,18 @@ class HandOffs:
             batches.setdefault(offer.wake.loop, []).append(offer)
         for loop, batch in batches.items():
             if not loop.is_closed():  # else the tickets expire with their waits
-                asyncio.run_coroutine_threadsafe(self._withdrawn(board, batch), loop)
+                asyncio.run_coroutine_threadsafe(self._withdrawn(board, pair, batch), loop)
 
-    async def _withdrawn(self, board: OfferBoard, offers: list[Offer]) -> None:
-        gone: list[bool] = []
+    async def _withdrawn(self, board: OfferBoard, pair: Pair, offers: list[Offer]) -> None:
         try:
-            for pair in {offer.pair for offer in offers}:
-                of_pair = [offer for offer in offers if offer.pair == pair]
-                withdrawn = await board.withdraw_many(pair, [offer.ticket for offer in of_pair])
-                gone += [offer.id for offer, done in zip(of_pair, withdrawn, strict=True) if done]
+            withdrawn = await board.withdraw_many(pair, [offer.ticket for offer in offers])
         except Exception as exc:  # noqa: BLE001 - remembered until their tickets expire
             logger.warning("could not withdraw the tickets of %d pull(s) served in memory (%s)", len(offers), exc)
+            return
         with self._lock:
-            for offer_id in gone:  # the others a produce elsewhere took: what it hands is released
-                self._served.pop(offer_id, None)
+            for offer, done in zip(offers, withdrawn, strict=True):
+                if done:  # else a produce elsewhere took it: what it hands is released
+                    self._served.pop(offer.id, None)
 
     def settle(self, reservation: Reservation, committed: bool) -> list[Offer]:
         """After the produce's transaction: on commit each held pull gets its messages; on
