@@ -636,6 +636,33 @@ def test_a_produce_takes_a_pull_of_its_own_process_in_memory_and_withdraws_its_t
     _wait_for(lambda: set(handoffs._served) <= remembered, "the pull to be forgotten once its ticket is gone")
 
 
+def test_a_produce_leaves_the_tickets_of_pulls_it_served_here_and_takes_the_next_process_s(
+        producer_api, consumer, board, monkeypatch):
+    """The board still lists a pull taken in memory until its ticket is withdrawn; taking that
+    ticket again would fill the produce's room and leave the other process's pull out."""
+    produce(producer_api, {"topic": "orders", "data": "first"})
+    Message.objects.all().delete()
+    pull = WaitingPull(consumer, "orders", "c1", wait_seconds=20)
+    _waiting("orders", 1)
+    other = OtherProcess(board, "orders", "far-consumer")  # listed after c1
+    withdraw, deferred = handoffs._withdraw_served, []
+    # The withdrawal, on the event loop, comes after the produce's take (as it does in a burst).
+    monkeypatch.setattr(handoffs, "_withdraw_served", lambda *args: deferred.append(args))
+    try:
+        here, far = produce(producer_api, {"topic": "orders", "data": 1}, {"topic": "orders", "data": 2})
+        sent = other.received()
+    finally:
+        other.close()
+    assert [m["id"] for m in pull.messages()] == [here["id"]]
+    assert sent is not None and [values[0] for values in sent["handed"][0][1]] == [far["id"]]
+    rows = {m.id: m for m in Message.objects.all()}
+    assert (rows[here["id"]].lease_owner, rows[far["id"]].lease_owner) == ("c1", "far-consumer")
+    [ticket] = _tickets(board, "orders")
+    assert (ticket.process, ticket.consumer) == (board.origin, "c1")
+    withdraw(*deferred[0])
+    _wait_for(lambda: _tickets(board, "orders") == [], "the served pull's ticket to be withdrawn")
+
+
 def test_what_another_process_hands_a_pull_already_served_here_is_released(producer_api, consumer, board):
     """The race the in-memory take opens: a produce elsewhere took the pull's ticket just
     before a produce here took the pull itself. The pull answers with this process's message;
