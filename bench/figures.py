@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from typing import Any
@@ -19,6 +20,7 @@ from bench.common import (
     cpu_seconds,
     mysql_connect,
     percentile,
+    redis_client,
     summary,
 )
 
@@ -221,8 +223,11 @@ def console(scale: Scale, results: Results) -> None:
 
 
 def longpoll(scale: Scale, results: Results) -> None:
-    runs = []
-    broker = _started("bench_lp", serving="uvicorn1")
+    """On the broker as served by default (every figure's serving): each process answers the
+    pulls waiting on it, those of another process through the board and Redis. Then the burst
+    again on one process, where every hand-off stays in memory (the figure until session 17)."""
+    runs, steady, single = [], [], []
+    broker = _started("bench_lp")
     try:
         load.ensure_topic(broker, "lp")
         for _ in range(scale.repeats):
@@ -231,6 +236,12 @@ def longpoll(scale: Scale, results: Results) -> None:
         steady = [_longpoll_once(broker, scale.longpoll_consumers, steady=samples) for _ in range(scale.repeats)]
     finally:
         broker.teardown()
+    one = _started("bench_lp1", serving="uvicorn1")
+    try:
+        load.ensure_topic(one, "lp")
+        single = [_longpoll_once(one, scale.longpoll_consumers) for _ in range(scale.repeats)]
+    finally:
+        one.teardown()
     results.put("mq_longpoll", {
         "consumers": scale.longpoll_consumers, "serving": broker.serving.label,
         "served": summary(r["served"] for r in runs), "errors": summary(r["errors"] for r in runs),
@@ -240,13 +251,19 @@ def longpoll(scale: Scale, results: Results) -> None:
         "idle_broker_cpu_cores": summary(r["idle_broker_cpu_cores"] for r in runs),
         "idle_db_connects_per_s": summary(r["idle_db_connects_per_s"] for r in runs),
         "max_connections": _max_connections(),
-        "error_samples": sorted({e for r in runs + steady for e in r["error_samples"]})[:5],
+        "error_samples": sorted({e for r in runs + steady + single for e in r["error_samples"]})[:5],
         # One message at a time (every 20 ms) while all the others keep waiting.
         "steady_samples": samples,
         "steady_served": summary(r["served"] for r in steady),
         "steady_errors": summary(r["errors"] for r in steady),
         "steady_wake_p50_ms": summary(r["wake_p50_ms"] for r in steady),
         "steady_wake_p99_ms": summary(r["wake_p99_ms"] for r in steady),
+        "one_process": {
+            "serving": one.serving.label,
+            "served": summary(r["served"] for r in single), "errors": summary(r["errors"] for r in single),
+            "wake_p50_ms": summary(r["wake_p50_ms"] for r in single),
+            "wake_p99_ms": summary(r["wake_p99_ms"] for r in single),
+        },
     })
 
 
@@ -259,17 +276,15 @@ def _max_connections() -> int:
     return value
 
 
-def _waiting(broker: BenchBroker) -> int:
-    """Pulls waiting in the broker process per /metrics; -1 when /metrics does not answer
-    in time (itself a sign the waiters are saturating the process)."""
-    try:
-        text = httpx.get(f"{broker.url}/metrics", headers=broker.headers(), timeout=10).text
-    except httpx.HTTPError:
-        return -1
-    for line in text.splitlines():
-        if line.startswith("mq_waiting_pulls "):
-            return int(float(line.split()[1]))
-    return -1
+def _waiting(topic: str, group: str = "default") -> int:
+    """Pulls of (topic, group) waiting in all the broker's processes: the live tickets on the
+    hand-off board (`messages/services/handoff.py`), where each process lists its waiting
+    pulls in the bench's Redis. A process's /metrics counts only its own pulls."""
+    redis, now, tickets = redis_client(), time.time(), 0
+    pair = re.sub(r"([][*?\\])", r"\\\1", json.dumps([topic, group]))  # as a glob: [ ] * ? \ escaped
+    for key in redis.scan_iter(f"mqcenter:offers:*{pair}", count=1000):
+        tickets += sum(1 for ticket in redis.lrange(key, 0, -1) if float(ticket.split(b"|", 1)[0]) > now)
+    return tickets
 
 
 def _db_connections_total() -> int:
@@ -297,9 +312,8 @@ STEADY_SAMPLES = 200
 
 def waiting_pulls(broker: BenchBroker, topic: str, count: int) -> tuple[subprocess.Popen[str], int]:
     """Start the long-poll client's `count` pulls on `topic` and wait (up to 12 s) until the
-    broker counts them waiting. Returns the client (its last stdout line will be the answers,
-    as JSON) and the count last seen: /metrics counts one process's pulls, so with several
-    broker processes the wait runs out."""
+    broker's processes have them all waiting. Returns the client (its last stdout line will be
+    the answers, as JSON) and the count last seen."""
     client = subprocess.Popen(
         [PYTHON, "-m", "bench.workloads.longpoll_client", broker.url, broker.token, topic, str(count)],
         cwd=ROOT, stdout=subprocess.PIPE, text=True)
@@ -307,10 +321,10 @@ def waiting_pulls(broker: BenchBroker, topic: str, count: int) -> tuple[subproce
     if client.stdout.readline().strip() != "ready":
         raise RuntimeError("the long-poll client did not start")
     deadline = time.monotonic() + 12
-    waiting = _waiting(broker)
+    waiting = _waiting(topic)
     while waiting < count and time.monotonic() < deadline:
         time.sleep(0.2)
-        waiting = _waiting(broker)
+        waiting = _waiting(topic)
     return client, waiting
 
 

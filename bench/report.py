@@ -99,6 +99,11 @@ def table(data: dict[str, Any]) -> str:
             rows.append((f"  one message every 20 ms while {n:,} wait", f"served {_fmt(lp['steady_served'])} of "
                          f"{lp['steady_samples']}; wake p50 {_fmt(lp['steady_wake_p50_ms'], 1)} ms, "
                          f"p99 {_fmt(lp['steady_wake_p99_ms'], 1)} ms", "", "p99 ≤ 100 ms", _verdict(ok)))
+        if "one_process" in lp:
+            one = lp["one_process"]
+            rows.append(("  the same burst on one broker process", f"served {_fmt(one['served'])}, errors "
+                         f"{_fmt(one['errors'])}; wake p50 {_fmt(one['wake_p50_ms'], 1)} ms, "
+                         f"p99 {_fmt(one['wake_p99_ms'], 1)} ms", "", "info", ""))
         if "idle_broker_cpu_cores" in lp:
             rows.append(("  cost of the idle waiters", f"broker CPU {_fmt(lp['idle_broker_cpu_cores'], 2)} cores; "
                          f"{_fmt(lp['idle_db_connects_per_s'])} new DB connections/s "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 
 from bench import dblimit, load, report
@@ -114,3 +115,40 @@ def test_the_handlers_count_reaches_redis_from_threads_and_forked_workers() -> N
         time.sleep(0.01)
     time.sleep(0.05)  # a count flushed twice would show up after the total
     assert int(client.get("bench:done:smoke-count") or 0) == 2301
+
+
+def test_the_long_poll_figure_waits_for_the_pulls_of_every_broker_process(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The figure runs on the default serving (two processes): it must see all the pulls
+    waiting, those of both processes, before it produces (else it times out after 12 s and
+    measures pulls still arriving), and every pull is then served."""
+    from bench import figures
+    from bench.common import SCALES, Results
+
+    broker = BenchBroker("bench_smoke_lp")  # the default serving
+    broker.setup()
+    broker.start()
+    try:
+        assert broker.serving.workers == 2
+        load.ensure_topic(broker, "lp")
+        client, waiting = figures.waiting_pulls(broker, "lp", 20)
+        assert waiting == 20
+        with httpx.Client(base_url=broker.url, headers=broker.headers(), timeout=30) as http:
+            http.post("/api/v1/messages", json={"messages": [{"topic": "lp", "data": {"t0": 0}}] * 20}
+                      ).raise_for_status()
+        out, _ = client.communicate(timeout=60)
+        answers = json.loads(out.strip().splitlines()[-1])
+        assert sorted(a["status"] for a in answers) == [200] * 20
+        assert sum(a["messages"] for a in answers) == 20
+        # One message to each pull, wherever it waited.
+        assert len(broker.sql("SELECT DISTINCT lease_owner FROM mq_message WHERE lease_owner LIKE 'lp-%%'")) == 20
+    finally:
+        broker.teardown()
+
+    results = Results(path=tmp_path / "results.json")
+    figures.longpoll(SCALES["toy"], results)
+    lp = results.data["figures"]["mq_longpoll"]
+    assert lp["serving"] == broker.serving.label
+    assert lp["served"]["min"] == lp["one_process"]["served"]["min"] == 20
+    assert lp["errors"]["max"] == lp["one_process"]["errors"]["max"] == 0
+    report.write(results.data, tmp_path)
+    assert "the same burst on one broker process | served 20 (20-20), errors 0 (0-0)" in (tmp_path / "results.md").read_text()
