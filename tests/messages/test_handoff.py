@@ -517,6 +517,48 @@ def test_a_ticket_whose_token_may_not_reach_the_topic_stays_for_another_produce(
     assert [t.consumer for t in _tickets(board, "orders")] == ["foreign-consumer"]
 
 
+def test_the_board_takes_from_the_head_and_leaves_what_it_may_not_take_in_order(board):
+    """Both scripts rewrite the head of the list they read: what stays keeps its order and the
+    list keeps its expiry. Dropped: a ticket whose wait is over, one of a process that died."""
+    from registry.wakeups import alive_key
+
+    pair, client, ends = ("board-scripts", "default"), board._client, time.time() + 30
+    key = board.key(pair)
+    client.delete(key)
+    for process in ("alive-a", "alive-b", board.origin):
+        client.set(alive_key(process), 1, ex=30)
+
+    def ticket(process: str, offer: int, *, bizs: str = "*", until: float = ends) -> str:
+        return f"{until:.3f}|1|{bizs}|{process}|{offer}|c{offer}"
+
+    listed = [ticket("alive-a", 1), ticket(board.origin, 2), ticket("alive-a", 3, until=ends - 60),
+              ticket("gone", 4), ticket("alive-b", 5, bizs="999999"), ticket("alive-b", 6), ticket("alive-a", 7),
+              *(ticket("alive-a", n) for n in range(8, 508)), ticket(board.origin, 508)]
+    client.rpush(key, *listed)
+    client.expire(key, 100)
+    taken = board.take(pair, 3, None, leave=board.origin)
+    assert [int(t.offer) for t in taken] == [1, 6, 7]
+    stays = [listed[1], listed[4], *listed[7:]]
+    assert [raw.decode() for raw in client.lrange(key, 0, -1)] == stays
+    assert 90 < client.ttl(key) <= 100
+
+    async def withdraw(tickets: list[str]) -> list[bool]:
+        return await board.withdraw_many(pair, tickets)
+
+    far = [listed[n] for n in (300, 9, 507)]  # offers 301, 10 and 508: out of order, one at the tail
+    assert asyncio.run(withdraw([*far, ticket("alive-a", 1), listed[1]])) == [True, True, True, False, True]
+    assert [raw.decode() for raw in client.lrange(key, 0, -1)] == [t for t in stays if t not in (*far, listed[1])]
+    assert 90 < client.ttl(key) <= 100
+    # Read to its end, emptied and pushed back: it still expires.
+    client.delete(key)
+    client.rpush(key, listed[1], listed[0])
+    client.expire(key, 100)
+    assert [int(t.offer) for t in board.take(pair, 5, None, leave=board.origin)] == [1]
+    assert [raw.decode() for raw in client.lrange(key, 0, -1)] == [listed[1]]
+    assert 90 < client.ttl(key) <= 100
+    client.delete(key)
+
+
 def test_a_ticket_whose_token_reaches_the_topics_business_line_is_taken(producer_api, board):
     produce(producer_api, {"topic": "orders", "data": "first"})
     Message.objects.all().delete()
