@@ -209,3 +209,33 @@ def claim_ack_rate(database: str, messages: int, *, traces: bool = False) -> flo
     if total != messages // PROCESSES * PROCESSES:
         raise RuntimeError(f"claimed {total} of {messages}: rows were lost or taken twice")
     return total / (max(s[1] for s in spans) - min(s[0] for s in spans))
+
+
+def idle_round_trips(database: str, samples: int, gap: float = 0.02) -> dict[str, float]:
+    """What one statement costs a client idle for `gap` s before it, as each sample of the
+    latency figure is (medians, ms): `SELECT 1`, and a one-row INSERT committed on its own
+    (autocommit), which is the broker's whole database work for a one-message produce. Both
+    wake the server; the INSERT's commit also waits for the redo log to reach the disk
+    (innodb_flush_log_at_trx_commit=1): the durability a produce's 201 promises."""
+    import json
+    import statistics
+
+    conn = mysql_connect(database, charset="utf8mb4")
+    conn.autocommit(True)
+    cursor = conn.cursor()
+    now = utc_now()
+    row = message_row(json.dumps(payload(0)), "SUCCESS", now, now, topic="bench-idle-probe")
+    took: dict[str, list[float]] = {"select_p50_ms": [], "insert_commit_p50_ms": []}
+    try:
+        for _ in range(samples):
+            for name, statement, args in (("select_p50_ms", "SELECT 1", None),
+                                          ("insert_commit_p50_ms", INSERT_MESSAGE, row)):
+                time.sleep(gap)
+                began = time.perf_counter()
+                cursor.execute(statement, args)
+                cursor.fetchall()
+                took[name].append((time.perf_counter() - began) * 1000)
+        cursor.execute("DELETE FROM mq_message WHERE topic = 'bench-idle-probe'")
+    finally:
+        conn.close()
+    return {name: statistics.median(values) for name, values in took.items()}

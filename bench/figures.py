@@ -121,13 +121,17 @@ def e2e(scale: Scale, results: Results) -> None:
 def latency(scale: Scale, results: Results) -> None:
     broker = _started("bench")
     try:
-        runs = []
+        runs, idle = [], []
         for i in range(scale.repeats):
             broker.truncate()
             runs.append(_lat(load.sdk_latency(broker, f"lat{i}", scale.latency_samples)))
+            # The same statements' cost to an idle client, beside the figure: each of its samples
+            # comes 20 ms after the last, and waking the database and the disk is part of it.
+            idle.append(dblimit.idle_round_trips(broker.database, scale.latency_samples))
         results.put("mq_latency", {"unit": "ms", "serving": broker.serving.label,
                                    "p50": summary(r["p50_ms"] for r in runs),
-                                   "p99": summary(r["p99_ms"] for r in runs), "runs": runs})
+                                   "p99": summary(r["p99_ms"] for r in runs), "runs": runs,
+                                   "idle_db": {name: summary(r[name] for r in idle) for name in idle[0]}})
     finally:
         broker.teardown()
 

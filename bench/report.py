@@ -73,6 +73,11 @@ def table(data: dict[str, Any]) -> str:
                      "≤ 10 ms and < Celery p50", _verdict(p50["median"] <= 10 and (cel is None or p50["median"] < cel["p50"]["median"]))))
         rows.append(("delivery latency p99, ms", _fmt(p99, 1), f"Celery p99 {_fmt(cel['p99'], 1) if cel else '—'}",
                      "≤ 50 ms", _verdict(p99["median"] <= 50)))
+        if "idle_db" in lat:
+            idle = lat["idle_db"]
+            rows.append(("  one statement 20 ms after the last (plain mysqlclient), ms",
+                         f"one-row INSERT, committed {_fmt(idle['insert_commit_p50_ms'], 2)}; "
+                         f"SELECT 1 {_fmt(idle['select_p50_ms'], 2)}", "", "info", ""))
 
     bl = f.get("mq_backlog")
     if bl:

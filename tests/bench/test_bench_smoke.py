@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from bench import dblimit, load, report
-from bench.common import BenchBroker, summary
+from bench.common import BenchBroker, mysql_connect, summary
 
 pytestmark = pytest.mark.e2e
 
@@ -25,6 +25,13 @@ def test_it_measures_the_database_limit_without_losing_rows() -> None:
         assert dblimit.insert_rate(database, 400) > 0
         # claim_ack_rate raises if any row was lost or claimed twice
         assert dblimit.claim_ack_rate(database, 400, traces=True) > 0
+        idle = dblimit.idle_round_trips(database, 5, gap=0.001)
+        assert set(idle) == {"select_p50_ms", "insert_commit_p50_ms"} and min(idle.values()) > 0
+        conn = mysql_connect(database)
+        cursor = conn.cursor()
+        cursor.execute("SELECT COUNT(*) FROM mq_message WHERE topic = 'bench-idle-probe'")
+        assert cursor.fetchone()[0] == 0  # the probe's rows are gone
+        conn.close()
     finally:
         BenchBroker("bench_smoke_dblimit").teardown()
 
@@ -56,7 +63,9 @@ def test_it_writes_the_table_and_charts(tmp_path) -> None:  # type: ignore[no-un
         "mq_produce": summary([900, 1000, 1100]), "dblimit_insert": summary([3000, 3000, 3000]),
         "mq_e2e": summary([2000, 2100, 2200]), "dblimit_claim_ack": summary([3000, 3100, 3200]),
         "celery_e2e": summary([500, 600, 700]),
-        "mq_latency": {"p50": summary([5, 6, 7]), "p99": summary([20, 30, 40])},
+        "mq_latency": {"p50": summary([5, 6, 7]), "p99": summary([20, 30, 40]),
+                       "idle_db": {"insert_commit_p50_ms": summary([0.9, 1.0, 1.1]),
+                                   "select_p50_ms": summary([0.3, 0.3, 0.3])}},
         "celery_latency": {"p50": summary([4, 4, 4]), "p99": summary([9, 9, 9])},
         "soak": {"seconds": 600, "target_rate": 1500, "capacity": {"offered_rate": 3100, "handled_per_s": 3000},
                  "rss_growth_mb": 2.0, "p99_median_ms": 50, "p99_worst_ms": 200, "error_responses": 0,
@@ -73,6 +82,7 @@ def test_it_writes_the_table_and_charts(tmp_path) -> None:  # type: ignore[no-un
     assert e2e_row.endswith("**met** |")
     latency_row = next(line for line in table.splitlines() if line.startswith("| delivery latency p50"))
     assert latency_row.endswith("**missed** |")  # 6 ms is not below Celery's 4 ms
+    assert "| one-row INSERT, committed 1.00 (0.90-1.10); SELECT 1 0.30 (0.30-0.30) |" in table
     soak_row = next(line for line in table.splitlines() if line.startswith("| soak"))
     assert soak_row.startswith("| soak 600 s at 1500 msg/s |")
     assert "maximum with producers and consumers 3,000 msg/s handled while 3,100 were offered" in soak_row
