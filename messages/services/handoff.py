@@ -64,6 +64,7 @@ import hashlib
 import itertools
 import json
 import logging
+import operator
 import threading
 import time
 from collections import Counter
@@ -459,7 +460,8 @@ class HandOffs:
         # processes, 1,000 pulls woken by one produce), the other process heard 5-45 ms
         # after the commit instead of ~6, and its pulls' answers came last.
         for node, offers in elsewhere.items():
-            handed = [[o.id, [message_to_wire(m) for m in o.messages] if committed else None] for o in offers]
+            times: dict[datetime, str] = {}
+            handed = [[o.id, [message_to_wire(m, times) for m in o.messages] if committed else None] for o in offers]
             try:
                 received = wakeup_hub().send_direct(node, json.dumps({"fields": _FIELDS, "handed": handed}))
             except Exception as exc:  # noqa: BLE001 - Redis failed: the pulls cannot hear of it
@@ -787,15 +789,24 @@ def offer_board() -> OfferBoard | None:
 # session 12 `handed_to`), and a message built positionally from another version's fields
 # would fail (too many values) or be wrong.
 _FIELDS = [f.attname for f in Message._meta.concrete_fields]
+_FIELD_VALUES = operator.attrgetter(*_FIELDS)  # a message's values in one call, not one getattr each
 _TIME_NAMES = {f.attname for f in Message._meta.concrete_fields if f.get_internal_type() == "DateTimeField"}
 _TIMES = {i for i, name in enumerate(_FIELDS) if name in _TIME_NAMES}
 
 
-def message_to_wire(message: Message) -> list[Any]:
-    values = [getattr(message, name) for name in _FIELDS]
+def message_to_wire(message: Message, times: dict[datetime, str] | None = None) -> list[Any]:
+    """The message's values in `_FIELDS` order. `times` remembers each distinct time's text
+    across the messages of one payload: a produced batch shares its add, update and effect
+    times, and formatting five times per message was ~4 us of ~6 (session 17)."""
+    values = list(_FIELD_VALUES(message))
+    times = {} if times is None else times
     for i in _TIMES:
-        if values[i] is not None:
-            values[i] = values[i].isoformat()
+        value = values[i]
+        if value is not None:
+            text = times.get(value)
+            if text is None:
+                text = times[value] = value.isoformat()
+            values[i] = text
     return values
 
 
