@@ -283,11 +283,19 @@ def _max_connections() -> int:
 def _waiting(topic: str, group: str = "default") -> int:
     """Pulls of (topic, group) waiting in all the broker's processes: the live tickets on the
     hand-off board (`messages/services/handoff.py`), where each process lists its waiting
-    pulls in the bench's Redis. A process's /metrics counts only its own pulls."""
+    pulls in the bench's Redis. A process's /metrics counts only its own pulls. Live: not
+    past its wait, and of a process whose "alive" key is there (not a broker stopped since)."""
+    from registry.wakeups import alive_key
+
     redis, now, tickets = redis_client(), time.time(), 0
+    alive: dict[bytes, bool] = {}
     pair = re.sub(r"([][*?\\])", r"\\\1", json.dumps([topic, group]))  # as a glob: [ ] * ? \ escaped
     for key in redis.scan_iter(f"mqcenter:offers:*{pair}", count=1000):
-        tickets += sum(1 for ticket in redis.lrange(key, 0, -1) if float(ticket.split(b"|", 1)[0]) > now)
+        for ticket in redis.lrange(key, 0, -1):
+            ends, _, _, process, _ = ticket.split(b"|", 4)
+            if process not in alive:
+                alive[process] = bool(redis.exists(alive_key(process.decode())))
+            tickets += float(ends) > now and alive[process]
     return tickets
 
 
