@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     splits = []
     try:
         load.ensure_topic(broker, TOPIC)
+        load.put_history(broker, TOPIC)  # as the long-poll figure does
         for _ in range(args.bursts):
             splits.append(split := burst(broker, args.consumers))
             print("  ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in split.items()),

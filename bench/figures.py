@@ -234,6 +234,7 @@ def longpoll(scale: Scale, results: Results) -> None:
     broker = _started("bench_lp")
     try:
         load.ensure_topic(broker, "lp")
+        load.put_history(broker, "lp")
         for _ in range(scale.repeats):
             runs.append(_longpoll_once(broker, scale.longpoll_consumers))
         samples = min(STEADY_SAMPLES, scale.longpoll_consumers // 2)
@@ -243,6 +244,7 @@ def longpoll(scale: Scale, results: Results) -> None:
     one = _started("bench_lp1", serving="uvicorn1")
     try:
         load.ensure_topic(one, "lp")
+        load.put_history(one, "lp")
         single = [_longpoll_once(one, scale.longpoll_consumers) for _ in range(scale.repeats)]
     finally:
         one.teardown()

@@ -130,7 +130,8 @@ def test_the_handlers_count_reaches_redis_from_threads_and_forked_workers() -> N
 def test_the_long_poll_figure_waits_for_the_pulls_of_every_broker_process(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The figure runs on the default serving (two processes): it must see all the pulls
     waiting, those of both processes, before it produces (else it times out after 12 s and
-    measures pulls still arriving), and every pull is then served."""
+    measures pulls still arriving), and every pull is then served. It runs on a table in
+    service: the history put there first is finished work, which no pull may be given."""
     from bench import figures
     from bench.common import SCALES, Results
 
@@ -140,6 +141,7 @@ def test_the_long_poll_figure_waits_for_the_pulls_of_every_broker_process(tmp_pa
     try:
         assert broker.serving.workers == 2
         load.ensure_topic(broker, "lp")
+        load.put_history(broker, "lp", 300)
         client, waiting = figures.waiting_pulls(broker, "lp", 20)
         assert waiting == 20
         with httpx.Client(base_url=broker.url, headers=broker.headers(), timeout=30) as http:
@@ -151,6 +153,9 @@ def test_the_long_poll_figure_waits_for_the_pulls_of_every_broker_process(tmp_pa
         assert sum(a["messages"] for a in answers) == 20
         # One message to each pull, wherever it waited.
         assert len(broker.sql("SELECT DISTINCT lease_owner FROM mq_message WHERE lease_owner LIKE 'lp-%%'")) == 20
+        # The history is as it was put: finished, never leased.
+        assert broker.sql("SELECT status, COUNT(*), COUNT(lease_owner), COUNT(pulled_at) FROM mq_message"
+                          " WHERE producer = 'bench' GROUP BY status") == [("SUCCESS", 300, 0, 0)]
     finally:
         broker.teardown()
 
