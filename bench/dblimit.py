@@ -148,7 +148,7 @@ def _claim_worker(database: str, traces: bool, start_at: float, out: Any) -> Non
 
 
 # MariaDB's deadlock and lock-wait errors: the transaction was rolled back and may simply run
-# again, as the broker's own claims and acks do (`mqcenter.db.retry_on_lock_conflict`). Four
+# again, as the broker's own claims and acks do (`mqcenter.core.db.retry_on_lock_conflict`). Four
 # claimers at once meet one now and then (seen once in CI, session 7).
 RETRYABLE = (1213, 1205)
 

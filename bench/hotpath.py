@@ -41,7 +41,7 @@ def measure(batch: int, rounds: int) -> dict[str, float]:
     from messages import validation
     from messages.services import acks, delivery
     from messages.services.produce import messages_produce
-    from mqcenter.auth import Principal
+    from mqcenter.core.auth import Principal
 
     principal = Principal(name="bench", scopes=("admin",), biz_ids=None)
     items = validation.produce_items({"messages": [{"topic": TOPIC, "data": {"x": "y" * 180}}] * batch})

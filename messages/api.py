@@ -35,8 +35,8 @@ from messages.serializers import (
     pull_answer,
     trace_event,
 )
-from mqcenter.auth import IsAdminToken
-from mqcenter.errors import InvalidRequest
+from mqcenter.core.auth import IsAdminToken
+from mqcenter.core.errors import InvalidRequest
 
 ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 409, 413, 429, 503)}
 

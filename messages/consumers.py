@@ -17,9 +17,9 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.template.loader import render_to_string
 
-from mqcenter.errors import MQError
+from mqcenter.core.errors import MQError
+from mqcenter.core.roles import console_principal
 from mqcenter.models import ConsoleRole
-from mqcenter.roles import console_principal
 
 logger = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ from typing import Any
 from django.db.models import Model, Q, QuerySet
 
 from messages.models import Message, Status
-from mqcenter.auth import Principal
-from mqcenter.dates import parse_iso_datetime
-from mqcenter.errors import InvalidRequest
+from mqcenter.core.auth import Principal
+from mqcenter.core.dates import parse_iso_datetime
+from mqcenter.core.errors import InvalidRequest
 from topics.models import Topic
 
 

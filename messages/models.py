@@ -325,6 +325,3 @@ class MaintenanceRun(models.Model):
     def __str__(self) -> str:
         return f"{self.job}: {self.outcome}"
 
-
-# Spark report runs live in their own module; importing them here registers the model.
-from messages.reports import ReportRun  # noqa: E402, F401

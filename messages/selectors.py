@@ -15,8 +15,8 @@ from messages.models import Message, MessageArchive, MessageTrace, StatsBucket, 
 from messages.services.operations import message_get
 from messages.services.stats import COUNT_FIELDS, bucket_totals, minute_of
 from messages.services.trace import row_events
-from mqcenter.auth import Principal
-from mqcenter.errors import InvalidRequest, NotFound
+from mqcenter.core.auth import Principal
+from mqcenter.core.errors import InvalidRequest, NotFound
 from topics.models import Topic
 
 PAGE_SIZE = 50

@@ -11,7 +11,6 @@ from messages.services import bulk_job_run
 from messages.services.alarms import alarms_check
 from messages.services.archive import maintenance_cleanup
 from messages.services.maintenance import groups_wake, maintenance_delay, maintenance_retry
-from messages.services.reports import report_run_create, report_run_execute
 from messages.services.runs import maintenance_run
 from messages.services.stats import stats_flush
 
@@ -56,20 +55,3 @@ def wake_task(pairs: list[list[str]]) -> int:
 
 def _schedule_wake(pairs: list[tuple[str, str]], at: datetime) -> None:
     wake_task.apply_async(args=[[list(p) for p in pairs]], eta=at, expires=at + timedelta(seconds=30))
-
-
-# Spark reports take minutes on large tables: an hour before a run is considered hung.
-REPORT_LIMITS = {"soft_time_limit": 3600, "time_limit": 3660}
-
-
-@shared_task(name="messages.report_run", ignore_result=True, acks_late=True, **REPORT_LIMITS)
-def report_run_task(run_id: int) -> None:
-    report_run_execute(run_id=run_id)
-
-
-@shared_task(name="messages.report_heap_daily", ignore_result=True, **REPORT_LIMITS)
-def report_heap_daily_task() -> int:
-    """The scheduled heap report (last 24 hours), e-mailed when done."""
-    run = report_run_create(kind="heap", actor="schedule", enqueue=False)
-    report_run_execute(run_id=run.id)
-    return run.id

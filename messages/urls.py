@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
-from messages import report_views, views
+from messages import views
 
 urlpatterns = [
     path("messages/", views.message_list, name="messages"),
@@ -17,8 +17,4 @@ urlpatterns = [
     path("dead/redrive/", views.dead_letters_redrive, name="dead_letters_redrive"),
     path("jobs/", views.job_list, name="jobs"),
     path("jobs/<int:job_id>/", views.job_detail, name="job"),
-    path("reports/", report_views.report_list, name="reports"),
-    path("reports/run/", report_views.report_run_now, name="report_run"),
-    path("reports/<int:run_id>/", report_views.report_detail, name="report"),
-    path("reports/<int:run_id>/chart.png", report_views.report_chart, name="report_chart"),
 ]

@@ -14,8 +14,8 @@ from typing import Any
 from django.conf import settings
 
 from messages.services import AckResult, ProduceItem, data_text
-from mqcenter.dates import parse_iso_datetime
-from mqcenter.errors import InvalidRequest, PayloadTooLarge
+from mqcenter.core.dates import parse_iso_datetime
+from mqcenter.core.errors import InvalidRequest, PayloadTooLarge
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}\Z")
 CONSUMER_RE = re.compile(r"^[A-Za-z0-9_.:@/\-]{1,200}\Z")

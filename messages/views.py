@@ -23,9 +23,9 @@ from mqcenter.console import (
     query_string,
     render_page,
 )
-from mqcenter.errors import InvalidRequest, MQError
+from mqcenter.core.errors import InvalidRequest, MQError
+from mqcenter.core.roles import console_principal, console_view
 from mqcenter.models import ConsoleRole
-from mqcenter.roles import console_principal, console_view
 from topics.models import Topic
 
 FILTER_FIELDS = ("topic", "group", "status", "key", "id", "added_after", "added_before", "text")

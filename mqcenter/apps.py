@@ -9,7 +9,7 @@ class MQCenterConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from mqcenter.db import cap_persistent_connections, remember_connection
+        from mqcenter.core.db import cap_persistent_connections, remember_connection
 
         connection_created.connect(remember_connection, dispatch_uid="mq_remember_connection")
         request_finished.connect(cap_persistent_connections, dispatch_uid="mq_cap_connections")

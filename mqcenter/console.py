@@ -9,8 +9,8 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.http import urlencode
 
-from mqcenter.dates import parse_iso_datetime
-from mqcenter.errors import InvalidRequest
+from mqcenter.core.dates import parse_iso_datetime
+from mqcenter.core.errors import InvalidRequest
 
 
 def render_page(

@@ -7,6 +7,7 @@ from django.urls import path
 from messages import urls as messages_urls
 from mqcenter import console_views as views
 from registry import urls as registry_urls
+from reports import urls as reports_urls
 from topics import urls as topics_urls
 
 app_name = "console"
@@ -23,4 +24,5 @@ urlpatterns = [
     *messages_urls.urlpatterns,
     *topics_urls.urlpatterns,
     *registry_urls.urlpatterns,
+    *reports_urls.urlpatterns,
 ]

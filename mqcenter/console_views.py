@@ -1,5 +1,5 @@
 """Console pages of the site itself: log in/out, password, dashboard, users and grants,
-audit log. Every view is wrapped in `console_view` (see mqcenter/roles.py)."""
+audit log. Every view is wrapped in `console_view` (see mqcenter/core/roles.py)."""
 
 from __future__ import annotations
 
@@ -15,16 +15,14 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse, reverse_lazy
 
 from mqcenter.console import htmx_redirect, int_from_form, query_string, render_page
-from mqcenter.dashboard import dashboard_summary
-from mqcenter.errors import InvalidRequest, MQError
-from mqcenter.login_throttle import (
+from mqcenter.core.errors import InvalidRequest, MQError
+from mqcenter.core.login_throttle import (
     WINDOW_SECONDS,
     login_attempt_blocked,
     login_failure_record,
     login_failures_clear,
 )
-from mqcenter.models import AuditEntry, ConsoleGrant, ConsoleRole
-from mqcenter.roles import (
+from mqcenter.core.roles import (
     LOGIN_ONLY,
     PUBLIC,
     console_grant_add,
@@ -33,6 +31,8 @@ from mqcenter.roles import (
     console_user_set_active,
     console_view,
 )
+from mqcenter.dashboard import dashboard_summary
+from mqcenter.models import AuditEntry, ConsoleGrant, ConsoleRole
 from topics.models import Biz
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from django.utils import timezone
 
 from messages import selectors as message_selectors
-from mqcenter.auth import Principal
+from mqcenter.core.auth import Principal
 from registry import services as registry_services
 
 WINDOWS = {"hour": (timedelta(hours=1), 60), "day": (timedelta(days=1), 60 * 24), "week": (timedelta(days=7), 60 * 24 * 7)}

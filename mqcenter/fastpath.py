@@ -33,9 +33,9 @@ from rest_framework.renderers import JSONRenderer
 
 from messages import services, validation
 from messages.serializers import pull_answer
-from mqcenter import metrics
-from mqcenter.auth import Principal, principal_for_token, token_cache, token_throttle_wait
-from mqcenter.errors import (
+from mqcenter.core import metrics
+from mqcenter.core.auth import Principal, principal_for_token, token_cache, token_throttle_wait
+from mqcenter.core.errors import (
     INTERNAL_ERROR,
     MQError,
     error_body,
@@ -43,7 +43,7 @@ from mqcenter.errors import (
     rate_limited,
     retry_after,
 )
-from mqcenter.parsers import StrictJSONParser
+from mqcenter.core.parsers import StrictJSONParser
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
-from mqcenter.errors import INTERNAL_ERROR, error_response, mq_error_from
+from mqcenter.core.errors import INTERNAL_ERROR, error_response, mq_error_from
 
 logger = logging.getLogger(__name__)
 

@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "topics",
     "messages.apps.MessagesConfig",
     "registry",
+    "reports.apps.ReportsConfig",
 ]
 
 MIDDLEWARE = [
@@ -98,7 +99,7 @@ DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'mqcenter.sqlite3'}"),
         # Kept between requests (a new connection costs ~1.5 ms a call), but only up to
-        # MQ_DB_KEEP_CONNECTIONS per process (mqcenter/db.py).
+        # MQ_DB_KEEP_CONNECTIONS per process (mqcenter/core/db.py).
         conn_max_age=env_int("DB_CONN_MAX_AGE", 300),
         conn_health_checks=True,
     )
@@ -205,13 +206,13 @@ WHITENOISE_USE_FINDERS = True
 
 # --- REST API ----------------------------------------------------------------------------
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["mqcenter.auth.TokenAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["mqcenter.auth.HasToken"],
-    "DEFAULT_PARSER_CLASSES": ["mqcenter.parsers.StrictJSONParser"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["mqcenter.core.auth.TokenAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["mqcenter.core.auth.HasToken"],
+    "DEFAULT_PARSER_CLASSES": ["mqcenter.core.parsers.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "mqcenter.errors.api_exception_handler",
-    "DEFAULT_THROTTLE_CLASSES": ["mqcenter.auth.TokenRateThrottle"],
+    "EXCEPTION_HANDLER": "mqcenter.core.errors.api_exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["mqcenter.core.auth.TokenRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"token": os.environ.get("MQ_TOKEN_RATE", "100000/min")},
     "UNAUTHENTICATED_USER": None,
 }

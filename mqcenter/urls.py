@@ -7,7 +7,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from messages import api as messages_api
-from mqcenter import ops
+from mqcenter.core import ops
 from registry import api as registry_api
 from topics import api as topics_api
 

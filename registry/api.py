@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 
 from messages import validation
 from messages.serializers import ErrorSerializer
-from mqcenter.errors import InvalidRequest
+from mqcenter.core.errors import InvalidRequest
 from registry import services
 
 ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 429, 503)}

@@ -20,8 +20,8 @@ from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from messages import validation
-from mqcenter.auth import Principal, principal_for_token
-from mqcenter.errors import MQError
+from mqcenter.core.auth import Principal, principal_for_token
+from mqcenter.core.errors import MQError
 from registry.services import topic_visible
 from registry.wakeups import Pair, wakeup_hub
 

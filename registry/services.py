@@ -14,8 +14,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from mqcenter.auth import Principal
-from mqcenter.errors import Forbidden, InvalidRequest
+from mqcenter.core.auth import Principal
+from mqcenter.core.errors import Forbidden, InvalidRequest
 from registry.models import BrokerNode, ConsumerInstance
 from topics.services import group_ensure, topic_require_biz, topics_for_produce
 

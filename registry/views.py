@@ -8,8 +8,8 @@ from django.http import HttpRequest, HttpResponse
 
 from messages.models import Message, Status
 from mqcenter.console import render_page
+from mqcenter.core.roles import console_view
 from mqcenter.models import ConsoleRole
-from mqcenter.roles import console_view
 from registry import services
 
 IN_FLIGHT_SAMPLE = 2000  # in-flight counts read at most this many RUNNING rows

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from mqcenter.auth import token_cache
+from mqcenter.core.auth import token_cache
 from topics.cache import topic_cache
 from topics.models import Biz
 from topics.services import token_create

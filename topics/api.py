@@ -11,8 +11,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from messages.serializers import NAME_PATTERN, ErrorSerializer
-from mqcenter.auth import IsAdminToken, Principal
-from mqcenter.errors import Forbidden, InvalidRequest, NotFound
+from mqcenter.core.auth import IsAdminToken, Principal
+from mqcenter.core.errors import Forbidden, InvalidRequest, NotFound
 from topics import services
 from topics.models import Biz, DeliveryMode, RetryStrategy, Topic
 

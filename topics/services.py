@@ -8,9 +8,9 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from mqcenter.audit import audit_record
-from mqcenter.auth import Principal, token_cache, token_generate, validate_scope
-from mqcenter.errors import Conflict, Forbidden, InvalidRequest, NotFound
+from mqcenter.core.audit import audit_record
+from mqcenter.core.auth import Principal, token_cache, token_generate, validate_scope
+from mqcenter.core.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from registry.wakeups import wakeup_hub
 from topics.cache import topic_cache
 from topics.models import ApiToken, Biz, DeliveryMode, Topic, TopicGroup

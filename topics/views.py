@@ -16,12 +16,12 @@ from django.views.decorators.http import require_POST
 from rest_framework import serializers as drf_serializers
 
 from messages import selectors as message_selectors
-from mqcenter.auth import Principal
 from mqcenter.console import htmx_redirect, render_page
+from mqcenter.core.auth import Principal
+from mqcenter.core.errors import Forbidden, InvalidRequest, MQError, NotFound
+from mqcenter.core.roles import console_principal, console_view
 from mqcenter.dashboard import backlog_overview, rates_by_group
-from mqcenter.errors import Forbidden, InvalidRequest, MQError, NotFound
 from mqcenter.models import ConsoleRole
-from mqcenter.roles import console_principal, console_view
 from topics import services
 from topics.api import BizSerializer, TopicSerializer, TopicUpdateSerializer, biz_out
 from topics.models import ApiToken, Biz, DeliveryMode, RetryStrategy, Topic

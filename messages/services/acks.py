@@ -19,10 +19,10 @@ from messages import sql
 from messages.models import Message, MessageTrace, Status, TraceEvent
 from messages.services.retry import retry_delay_seconds
 from messages.services.trace import row_pulls_write, trace_row, trace_write
-from mqcenter import metrics
-from mqcenter.auth import Principal
-from mqcenter.db import retry_on_lock_conflict
-from mqcenter.errors import Forbidden
+from mqcenter.core import metrics
+from mqcenter.core.auth import Principal
+from mqcenter.core.db import retry_on_lock_conflict
+from mqcenter.core.errors import Forbidden
 from registry.wakeups import wakeup_hub
 from topics.cache import topic_cache
 from topics.models import Topic

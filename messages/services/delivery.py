@@ -28,9 +28,9 @@ from messages.models import Message, Status, TraceEvent
 from messages.services.handoff import handoffs
 from messages.services.retry import retry_delay_seconds
 from messages.services.trace import row_pulls_write, trace_row, trace_write
-from mqcenter import metrics
-from mqcenter.auth import Principal
-from mqcenter.db import retry_on_lock_conflict
+from mqcenter.core import metrics
+from mqcenter.core.auth import Principal
+from mqcenter.core.db import retry_on_lock_conflict
 from registry.services import rank_cache
 from registry.wakeups import LoopEvent, Wake, wakeup_hub
 from topics.cache import topic_cache

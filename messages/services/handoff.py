@@ -77,8 +77,8 @@ from django.db import close_old_connections, connection
 
 from messages.models import Message
 from messages.services.acks import messages_release
-from mqcenter import metrics
-from mqcenter.auth import Principal
+from mqcenter.core import metrics
+from mqcenter.core.auth import Principal
 from registry.wakeups import CHANNEL, LoopEvent, alive_key, wake_all, wakeup_hub
 
 logger = logging.getLogger(__name__)

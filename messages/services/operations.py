@@ -18,10 +18,10 @@ from django.utils import timezone
 from messages.filters import MessageFilter
 from messages.models import BulkJob, Message, MessageTrace, Status, TraceEvent
 from messages.services.trace import trace_row, trace_write
-from mqcenter.audit import audit_record
-from mqcenter.auth import Principal
-from mqcenter.dates import parse_iso_datetime
-from mqcenter.errors import InvalidRequest, NotFound
+from mqcenter.core.audit import audit_record
+from mqcenter.core.auth import Principal
+from mqcenter.core.dates import parse_iso_datetime
+from mqcenter.core.errors import InvalidRequest, NotFound
 from registry.wakeups import wakeup_hub
 from topics.models import Topic
 from topics.services import topic_require_biz

@@ -16,10 +16,10 @@ from django.utils import timezone
 from messages.models import Message, Status
 from messages.services.handoff import Offer, Reservation, handoffs, release_handed, reserved_shares
 from messages.sql import insert_statements, insert_values
-from mqcenter import metrics
-from mqcenter.auth import Principal
-from mqcenter.db import retry_on_lock_conflict
-from mqcenter.errors import Forbidden, InvalidRequest
+from mqcenter.core import metrics
+from mqcenter.core.auth import Principal
+from mqcenter.core.db import retry_on_lock_conflict
+from mqcenter.core.errors import Forbidden, InvalidRequest
 from registry.services import rank_cache
 from registry.wakeups import wakeup_hub
 from topics.models import DeliveryMode, Topic

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from mqcenter import metrics
+from mqcenter.core import metrics
 from tests.api.helpers import expect_error, produce
 from tests.conftest import Api, make_api
 from tests.support.asgi import AsgiClient

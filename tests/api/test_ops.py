@@ -100,7 +100,7 @@ def test_it_counts_a_tokens_requests_in_redis_across_processes(admin_api, settin
     adds to it (a fresh token's key cannot collide with another run's)."""
     import redis
 
-    from mqcenter.auth import token_hash
+    from mqcenter.core.auth import token_hash
 
     assert settings.CACHES["default"]["BACKEND"].endswith("RedisCache")
     rest = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"token": "3/hour"}}
@@ -116,7 +116,7 @@ def test_it_counts_a_tokens_requests_in_redis_across_processes(admin_api, settin
 def _shared_count(settings, token: str) -> int:
     import redis
 
-    from mqcenter.auth import token_hash
+    from mqcenter.core.auth import token_hash
 
     client = redis.Redis.from_url(settings.CACHES["default"]["LOCATION"])
     [key] = client.keys(f"mq:throttle_token_{token_hash(token)[:24]}_*")
@@ -124,7 +124,7 @@ def _shared_count(settings, token: str) -> int:
 
 
 def test_a_process_adds_its_requests_to_the_shared_count_in_batches_under_a_large_limit(settings, monkeypatch):
-    from mqcenter import auth
+    from mqcenter.core import auth
 
     monkeypatch.setattr(auth, "THROTTLE_SYNC_SECONDS", 3600)  # only the 1 % rule adds
     settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"token": "1000/hour"}}
@@ -137,7 +137,7 @@ def test_a_process_adds_its_requests_to_the_shared_count_in_batches_under_a_larg
 def test_the_limit_holds_across_processes_to_within_one_percent(settings, monkeypatch):
     import redis
 
-    from mqcenter import auth
+    from mqcenter.core import auth
 
     monkeypatch.setattr(auth, "THROTTLE_SYNC_SECONDS", 3600)
     settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"token": "200/hour"}}

@@ -7,7 +7,7 @@ import uuid
 import pytest
 from django.test import Client
 
-from mqcenter.login_throttle import MAX_FAILURES_PER_USERNAME
+from mqcenter.core.login_throttle import MAX_FAILURES_PER_USERNAME
 
 from .conftest import make_user
 

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from messages.models import Message, MessageTrace
 from messages.services import AckResult, ProduceItem, messages_ack, messages_claim, messages_produce
-from mqcenter.auth import Principal
+from mqcenter.core.auth import Principal
 from tests.support.server import stop_processes
 
 ROOT = Path(__file__).resolve().parents[2]

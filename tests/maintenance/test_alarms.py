@@ -138,7 +138,7 @@ def test_it_sends_no_duplicate_when_two_workers_check_at_once() -> None:
 @pytest.mark.django_db
 def test_it_lists_recent_alarms_only_for_visible_topics() -> None:
     from messages.selectors import alarms_recent
-    from mqcenter.auth import Principal
+    from mqcenter.core.auth import Principal
     from topics.models import Biz
 
     shop, other = Biz.objects.create(name="shop"), Biz.objects.create(name="other")

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import importlib
 from datetime import timedelta
 
 import pytest
-from django.apps import apps as django_apps
 from django.utils import timezone
 
 from messages.models import MaintenanceRun, Message, MessageTrace, StatsBucket
 from messages.selectors import stats_series, topic_stats
 from messages.services import stats_flush
-from mqcenter.auth import Principal
+from mqcenter.core.auth import Principal
 from tests.maintenance.conftest import BROKER, consume, minute_ago, produce, settle_trace
 from topics.models import Biz, Topic
 
@@ -68,16 +66,6 @@ def test_it_counts_produced_from_message_rows_and_from_the_trace_rows_of_older_m
     run = MaintenanceRun.objects.get(job="flush")
     assert run.message_cursor == max(new)
     assert not MessageTrace.objects.filter(message_id__in=new).exists()
-
-
-def test_the_migration_starts_the_message_watermark_at_the_newest_message() -> None:
-    migration = importlib.import_module("messages.migrations.0004_message_producer")
-    ids = produce("orders", 3)
-    MaintenanceRun.objects.create(job="flush")
-
-    migration.start_message_watermark(django_apps, None)
-
-    assert MaintenanceRun.objects.get(job="flush").message_cursor == max(ids)
 
 
 def test_it_leaves_events_younger_than_the_settle_time_for_the_next_flush() -> None:
@@ -161,7 +149,7 @@ def test_it_hides_other_business_lines_from_the_series() -> None:
     series = stats_series(principal=shop_admin, since=minute_ago(2), until=minute_ago(-1))
 
     assert sum(p["produced"] for p in series) == 2
-    from mqcenter.errors import NotFound
+    from mqcenter.core.errors import NotFound
 
     with pytest.raises(NotFound):
         stats_series(principal=shop_admin, topic="secret", since=minute_ago(2), until=minute_ago(-1))

@@ -21,7 +21,7 @@ from messages.services import (
     messages_claim,
     messages_produce,
 )
-from mqcenter.auth import Principal
+from mqcenter.core.auth import Principal
 from topics.models import DeliveryMode, Topic, TopicGroup
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -26,7 +26,7 @@ from messages.models import Message, MessageTrace, Status, TraceEvent
 from messages.selectors import message_trace
 from messages.services import ProduceItem, messages_produce
 from messages.services.handoff import HandOffs, Offer, Reservation, handoffs, reserved_shares
-from mqcenter import metrics
+from mqcenter.core import metrics
 from tests.api.helpers import produce
 from tests.conftest import Api, make_api
 from tests.messages.test_combined_claims import _blocked_on_table, _raw_connection, _wait_for

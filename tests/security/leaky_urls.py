@@ -8,7 +8,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from mqcenter.auth import HasToken
+from mqcenter.core.auth import HasToken
 from mqcenter.urls import urlpatterns as real_urlpatterns
 
 

@@ -102,7 +102,7 @@ def test_it_serves_metrics_only_to_a_global_admin(admin_api, shop_admin_api, out
 
 
 def test_it_stops_accepting_a_revoked_token(admin_api, shop):
-    from mqcenter.auth import token_cache
+    from mqcenter.core.auth import token_cache
     from topics.models import ApiToken
     from topics.services import token_create, token_revoke
 

@@ -16,9 +16,9 @@ from django.core import mail
 from django.test import override_settings
 
 from messages.models import ArchiveExport, Message, MessageArchive, MessageTrace
-from messages.reports import ReportRun
 from messages.services import reports
 from messages.services.archive import archive_export
+from reports.models import ReportRun
 from tests.spark.world import SINCE, UNTIL, World, generate
 from topics.models import Topic
 
@@ -88,7 +88,7 @@ def stored(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) 
 
 @pytest.fixture(scope="package")
 def report_config(stored: dict[str, Any], django_db_blocker: Any, spark_local: Any) -> Any:
-    from messages.services.reports import report_config
+    from reports.services import report_config
 
     with django_db_blocker.unblock(), override_settings(MQ_ARCHIVE_PARQUET_DIR=stored["archive_dir"]):
         config = report_config(since=SINCE, until=UNTIL)
@@ -98,7 +98,7 @@ def report_config(stored: dict[str, Any], django_db_blocker: Any, spark_local: A
 def _execute(kind: str, config: Any, django_db_blocker: Any) -> dict[str, Any]:
     """Create and execute a run through the services, as the Celery task does; returns the
     final row, the progress seen while it ran, and the mail it sent."""
-    from messages.services.reports import report_run_create, report_run_execute
+    from reports.services import report_run_create, report_run_execute
 
     with django_db_blocker.unblock(), override_settings(
         MQ_REPORT_EMAILS=["reports@example.com"],

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from messages.reports import ReportRun
 from mqcenter.models import ConsoleGrant
+from reports.models import ReportRun
 from topics.models import Biz, Topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.django_db, pytest.mark.timeout(300)]

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from messages.reports import ReportRun
-from messages.services.reports import report_run_create, report_run_execute
-from mqcenter.errors import InvalidRequest
+from mqcenter.core.errors import InvalidRequest
+from reports.models import ReportRun
+from reports.services import report_run_create, report_run_execute
 from tests.spark.world import SINCE, UNTIL
 
 pytestmark = [pytest.mark.spark, pytest.mark.django_db, pytest.mark.timeout(300)]
@@ -91,7 +91,7 @@ def test_it_runs_a_report_from_the_command_line_and_reports_a_failure(settings: 
 
 
 def test_it_hands_a_new_run_to_celery_once_committed(settings: Any, django_capture_on_commit_callbacks: Any) -> None:
-    from messages.tasks import report_run_task
+    from reports.tasks import report_run_task
 
     with django_capture_on_commit_callbacks() as callbacks:
         run = report_run_create(kind="trace", actor="test")

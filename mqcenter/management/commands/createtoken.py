@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from mqcenter.errors import MQError
+from mqcenter.core.errors import MQError
 from topics.models import Biz
 from topics.services import token_create
 

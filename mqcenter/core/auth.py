@@ -22,7 +22,7 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
-from mqcenter.errors import Forbidden, Unauthenticated
+from mqcenter.core.errors import Forbidden, Unauthenticated
 
 TOKEN_PREFIX_LENGTH = 10
 # Authenticated tokens are remembered briefly per process so the hot path does not pay a

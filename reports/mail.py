@@ -13,8 +13,8 @@ from django.conf import settings
 from django.core.mail import EmailMultiAlternatives
 from django.template.loader import render_to_string
 
-from messages.report_charts import heap_chart_png
-from messages.reports import ReportRun
+from reports.charts import heap_chart_png
+from reports.models import ReportRun
 from topics.models import Topic
 
 CHART_CID = "heap-chart"

@@ -16,9 +16,9 @@ from django.conf import settings
 from django.db import close_old_connections, connection, connections, transaction
 from django.utils import timezone
 
-from messages.reports import ReportRun
-from mqcenter.auth import Principal
-from mqcenter.errors import InvalidRequest, NotFound
+from mqcenter.core.auth import Principal
+from mqcenter.core.errors import InvalidRequest, NotFound
+from reports.models import ReportRun
 
 if TYPE_CHECKING:
     from spark.extract import JdbcSource
@@ -64,7 +64,7 @@ def report_run_create(
         actor=actor[:200],
     )
     if enqueue:
-        from messages.tasks import report_run_task
+        from reports.tasks import report_run_task
 
         transaction.on_commit(lambda: report_run_task.delay(run.id))
     return run
@@ -120,7 +120,7 @@ def report_run_execute(*, run_id: int, config: ReportConfig | None = None) -> Re
     )
     run = report_run_get(run_id=run_id)
     if run.kind == ReportRun.Kind.HEAP:
-        from messages.services.report_mail import report_email_send
+        from reports.mail import report_email_send
 
         # The report is stored whatever happens to the mail; a mail failure is noted on it.
         try:

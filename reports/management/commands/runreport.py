@@ -8,9 +8,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from messages.reports import ReportRun
-from messages.services.reports import report_run_create, report_run_execute
-from mqcenter.errors import MQError
+from mqcenter.core.errors import MQError
+from reports.models import ReportRun
+from reports.services import report_run_create, report_run_execute
 
 
 def moment(text: str) -> datetime:

@@ -9,9 +9,9 @@ from django.views.decorators.http import require_GET
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from mqcenter import metrics
-from mqcenter.auth import principal_for_token
-from mqcenter.errors import Forbidden, MQError, error_response
+from mqcenter.core import metrics
+from mqcenter.core.auth import principal_for_token
+from mqcenter.core.errors import Forbidden, MQError, error_response
 from registry.wakeups import wakeup_hub
 
 

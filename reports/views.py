@@ -1,5 +1,5 @@
 """Console pages for the Spark reports: the list of runs with progress, "run now", and each
-report as tables and a chart. Thin doors over messages/services/reports.py."""
+report as tables and a chart. Thin doors over reports/services.py."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from messages.report_charts import heap_chart_png, trace_chart_png
-from messages.reports import ReportRun
-from messages.services.reports import report_result_visible, report_run_create, report_run_get
 from mqcenter.console import htmx_redirect, moment_from_form, render_page
+from mqcenter.core.roles import console_principal, console_view
 from mqcenter.models import ConsoleRole
-from mqcenter.roles import console_principal, console_view
+from reports.charts import heap_chart_png, trace_chart_png
+from reports.models import ReportRun
+from reports.services import report_result_visible, report_run_create, report_run_get
 
 RECENT_RUNS = 50
 ACTIVE = (ReportRun.State.QUEUED, ReportRun.State.RUNNING)
@@ -21,7 +21,7 @@ ACTIVE = (ReportRun.State.QUEUED, ReportRun.State.RUNNING)
 @console_view(ConsoleRole.VIEWER)
 def report_list(request: HttpRequest) -> HttpResponse:
     runs = list(ReportRun.objects.defer("result")[:RECENT_RUNS])
-    return render_page(request, "messages/reports.html", {
+    return render_page(request, "reports/reports.html", {
         "runs": runs,
         "active": any(run.state in ACTIVE for run in runs),
         "may_run": console_principal(request.user, ConsoleRole.OPERATOR) is not None,
@@ -44,7 +44,7 @@ def report_run_now(request: HttpRequest) -> HttpResponse:
 def report_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = report_run_get(run_id=run_id)
     result = report_result_visible(principal=request.console.principal, result=run.result)
-    return render_page(request, "messages/report.html", {
+    return render_page(request, "reports/report.html", {
         "run": run,
         "result": result,
         "finished": run.state not in ACTIVE,

@@ -27,9 +27,9 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.http import urlencode
 
-from mqcenter.audit import audit_record
-from mqcenter.auth import Principal
-from mqcenter.errors import Conflict, Forbidden, InvalidRequest, MQError
+from mqcenter.core.audit import audit_record
+from mqcenter.core.auth import Principal
+from mqcenter.core.errors import Conflict, Forbidden, InvalidRequest, MQError
 from mqcenter.models import ConsoleGrant, ConsoleRole
 
 logger = logging.getLogger(__name__)

@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class ReportsConfig(AppConfig):
+    name = "reports"
+    label = "mq_reports"
+    verbose_name = "MQ Center reports"
+    default_auto_field = "django.db.models.BigAutoField"
