@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
@@ -36,6 +37,7 @@ from messages.serializers import (
     trace_event,
 )
 from mqcenter.core.auth import IsAdminToken
+from mqcenter.core.db import db_run
 from mqcenter.core.errors import InvalidRequest
 
 ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 409, 413, 429, 503)}
@@ -80,19 +82,45 @@ class MessagesView(APIView):
 
 
 class PullView(APIView):
+    """POST /api/v1/pull. DRF authenticates, rate-limits and parses the request and applies
+    the acks it carries, as for any view, in one call on a database thread; the long-poll
+    then waits on the event loop (`as_view` answers an async view), holding no thread."""
+
     @extend_schema(
         operation_id="pull",
         request=PullRequestSerializer,
         responses={200: PullResponseSerializer, **ERRORS},
         description="Claim deliverable messages; long-polls up to wait_seconds for the first.",
     )
-    def post(self, request: Request) -> HttpResponse:
+    def post(self, request: Request) -> Response:
         args = validation.pull_request(request.data)
         outcomes = services.acks_before_pull(
             principal=request.user, topic=args["topic"], consumer=args["consumer"], results=args.pop("results")
         )
-        messages = services.messages_pull(principal=request.user, **args)
-        return HttpResponse(pull_answer(messages, outcomes), content_type="application/json")
+        return _PreparedPull(request.user, args, outcomes)
+
+    @classmethod
+    def as_view(cls, **initkwargs: Any) -> Any:
+        prepare = super().as_view(**initkwargs)
+
+        async def pull(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            prepared = await db_run(prepare, request, *args, **kwargs)
+            if not isinstance(prepared, _PreparedPull):
+                return prepared  # DRF's answer: an error body
+            messages = await services.messages_pull(principal=prepared.principal, **prepared.args)
+            return HttpResponse(pull_answer(messages, prepared.outcomes), content_type="application/json")
+
+        pull.cls = prepare.cls  # type: ignore[attr-defined] # read by the OpenAPI generator
+        pull.initkwargs = prepare.initkwargs  # type: ignore[attr-defined]
+        return csrf_exempt(pull)
+
+
+class _PreparedPull(Response):
+    """What the DRF half of a pull hands its async half: never sent."""
+
+    def __init__(self, principal: Any, args: dict[str, Any], outcomes: list[dict[str, Any]] | None) -> None:
+        super().__init__()
+        self.principal, self.args, self.outcomes = principal, args, outcomes
 
 
 class AckView(APIView):

@@ -44,24 +44,12 @@ class Message(models.Model):
     add_time = models.DateTimeField()
     update_time = models.DateTimeField()
     # Who produced it (the token's name). With `add_time` this is the message's "produced"
-    # trace event, which is not written as a trace row of its own: a third of the trace
-    # table, and measured (bench/, session 11) 14% of produce throughput. NULL on messages
-    # stored before: they kept their "produced" row. Last, so positional rows stay valid.
-    producer = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
-    # The consumer a produce handed the message to (messages/services/handoff.py), on rows
-    # handed off between sessions 12 and 14: with `add_time` it is the message's first
-    # "pulled" trace event, never changed afterwards. Since session 15 a hand-off leaves
-    # its pull in `pulled_at` (below), as a claim does, which also holds the consumer's
-    # rank/total; this stays NULL. Either way a produce writes its message rows only, in
-    # one INSERT and (up to 500 rows) without a transaction around it.
-    handed_to = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
-    # When a claim (or a produce's hand-off) leased the message for its current delivery,
-    # and the pulling consumer's rank/total: with `lease_owner` and `attempt` this is that
-    # delivery's "pulled" trace event, which is not written as a trace row while the row
-    # holds it (`bench.ab`, session 14: end to end +5% and +9% in two sittings, MariaDB CPU
-    # per message -6% and -9%). A change of lease_owner or attempt (the next claim, a
-    # release) first writes it out as a trace row (`trace.row_pulls_write`). NULL when the
-    # row holds no pull.
+    # trace event, which is not written as a trace row of its own (a third fewer trace rows).
+    producer = models.CharField(max_length=200, default="")
+    # When a claim leased the message for its current delivery, and the pulling consumer's
+    # rank/total: with `lease_owner` and `attempt` this is that delivery's "pulled" trace
+    # event, held by the row instead of a trace row (see messages/services/lifecycle.py).
+    # NULL when the row holds no pull.
     pulled_at = models.DateTimeField(null=True, blank=True)
     pulled_rank = models.IntegerField(null=True, blank=True)
     pulled_total = models.IntegerField(null=True, blank=True)
@@ -227,8 +215,7 @@ class MessageArchive(models.Model):
     last_log = models.TextField(blank=True, default="")
     add_time = models.DateTimeField()
     update_time = models.DateTimeField()
-    producer = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001 - mirrors mq_message
-    handed_to = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001 - mirrors mq_message
+    producer = models.CharField(max_length=200, default="")
     archived_at = models.DateTimeField()
     pulled_at = models.DateTimeField(null=True, blank=True)
     pulled_rank = models.IntegerField(null=True, blank=True)

@@ -56,8 +56,8 @@ def _keyset_page(rows: QuerySet[Any], cursor: str | None, limit: int) -> tuple[l
 
 
 def message_trace(message: Message | MessageArchive) -> list[MessageTrace]:
-    """The message's trace, oldest first: the events its row holds ("produced", a produce's
-    hand-off, a claim's pull, see `trace.row_events`) among the stored events. By time, not
+    """The message's trace, oldest first: the events its row holds ("produced", a claim's
+    pull, see `trace.row_events`) among the stored events. By time, not
     by id: a claim writes out the previous delivery's pull when it takes the message again,
     after that delivery's later events. Equal times keep row events first, then id order."""
     stored = MessageTrace.objects.filter(message_id=message.id).order_by("id")

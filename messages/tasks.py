@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
 from typing import Any
 
 from celery import shared_task
@@ -10,7 +9,6 @@ from celery import shared_task
 from messages.services import bulk_job_run
 from messages.services.alarms import alarms_check
 from messages.services.archive import maintenance_cleanup
-from messages.services.maintenance import groups_wake, maintenance_delay, maintenance_retry
 from messages.services.runs import maintenance_run
 from messages.services.stats import stats_flush
 
@@ -28,16 +26,6 @@ def flush_task() -> dict[str, Any]:
     return maintenance_run(job="flush", work=stats_flush)
 
 
-@shared_task(name="messages.maintenance.retry", ignore_result=True, **LIMITS)
-def retry_task() -> dict[str, Any]:
-    return maintenance_run(job="retry", work=maintenance_retry)
-
-
-@shared_task(name="messages.maintenance.delay", ignore_result=True, **LIMITS)
-def delay_task() -> dict[str, Any]:
-    return maintenance_run(job="delay", work=lambda: maintenance_delay(schedule=_schedule_wake))
-
-
 @shared_task(name="messages.maintenance.cleanup", ignore_result=True, **LIMITS)
 def cleanup_task() -> dict[str, Any]:
     return maintenance_run(job="cleanup", work=maintenance_cleanup)
@@ -47,11 +35,3 @@ def cleanup_task() -> dict[str, Any]:
 def alarms_task() -> dict[str, Any]:
     return maintenance_run(job="alarms", work=alarms_check)
 
-
-@shared_task(name="messages.wake", ignore_result=True)
-def wake_task(pairs: list[list[str]]) -> int:
-    return groups_wake(pairs=[(p[0], p[1]) for p in pairs])
-
-
-def _schedule_wake(pairs: list[tuple[str, str]], at: datetime) -> None:
-    wake_task.apply_async(args=[[list(p) for p in pairs]], eta=at, expires=at + timedelta(seconds=30))

@@ -182,7 +182,7 @@ def pull_request(body: Any) -> dict[str, Any]:
         "max_messages": integer(body.get("max_messages", 1), "max_messages", 1, settings.MQ_MAX_PULL),
         "wait_seconds": number(body.get("wait_seconds", 0), "wait_seconds", 0, settings.MQ_MAX_WAIT_SECONDS),
         # An extension of API.md: a pull may carry the consumer's acks (see `acks_before_pull`).
-        "results": None if body.get("results") in (None, []) else ack_results(body["results"]),
+        "results": None if body.get("results", []) == [] else ack_results(body["results"]),
     }
 
 

@@ -63,7 +63,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "mqcenter.middleware.ApiGuardMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "mqcenter.middleware.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -107,10 +107,6 @@ DATABASES = {
 _db = DATABASES["default"]
 if _db["ENGINE"] == "django.db.backends.mysql":
     from mqcenter.mysql_conversions import CONVERSIONS
-
-    # Django's backend, with one START TRANSACTION per transaction in place of two SETs of
-    # autocommit (see the module).
-    _db["ENGINE"] = "mqcenter.db_backends.mysql"
 
     # READ COMMITTED: claims use SELECT ... FOR UPDATE SKIP LOCKED and must not take gap
     # locks that would serialize concurrent claimers.
@@ -249,9 +245,16 @@ MQ_MAX_DATA_BYTES = env_int("MQ_MAX_DATA_BYTES", 256 * 1024)
 MQ_MAX_PULL = env_int("MQ_MAX_PULL", 500)
 MQ_MAX_WAIT_SECONDS = env_int("MQ_MAX_WAIT_SECONDS", 30)
 MQ_AUTO_CREATE_TOPICS = env_bool("MQ_AUTO_CREATE_TOPICS", True)
+MQ_DB_KEEP_CONNECTIONS = env_int("MQ_DB_KEEP_CONNECTIONS", 24)
+# Threads (and so database connections) per broker process for the claims of long-polling
+# pulls (mqcenter/core/db.py `db_run`); 0 runs them on the caller's thread (tests).
+MQ_DB_THREADS = env_int("MQ_DB_THREADS", 16)
+# Threads per broker process serving every other HTTP request (Django under WSGI).
+MQ_HTTP_THREADS = env_int("MQ_HTTP_THREADS", 64)
+# Every broker process takes back expired leases this often (registry/node.py).
+MQ_LEASE_RECOVERY_SECONDS = float(os.environ.get("MQ_LEASE_RECOVERY_SECONDS", "1.0"))
 # Topic settings and groups are read once this often per broker process (topics/cache.py):
 # a change made through another process (pause, retry policy) applies within this delay.
-MQ_DB_KEEP_CONNECTIONS = env_int("MQ_DB_KEEP_CONNECTIONS", 24)
 MQ_TOPIC_CACHE_SECONDS = float(os.environ.get("MQ_TOPIC_CACHE_SECONDS", "1.0"))
 # A lease outlives the execution timeout by this much, so a consumer that enforces its
 # timeout still has time to report the failure before the broker takes the message back.

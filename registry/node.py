@@ -1,7 +1,9 @@
-"""This broker process as a registry member: heartbeats and the background lease sweep.
+"""This broker process's background loop: lease recovery, and heartbeats into the registry.
 
-Started by the ASGI lifespan (one per server process). Everything it does is also safe
-when several broker processes do it at once.
+Started by the ASGI lifespan (one per server process). Every broker process runs it, so
+expired leases come back within about MQ_LEASE_RECOVERY_SECONDS even when nobody pulls
+their group and no Celery worker runs; several processes doing it at once is safe (SKIP
+LOCKED). The heartbeat runs only for a process with an advertised URL.
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ from registry.services import broker_heartbeat, broker_identity, broker_leave
 
 logger = logging.getLogger(__name__)
 
-SWEEP_SECONDS = 1.0
+RECOVERY_BATCH = 500
 
 
 class BrokerNodeLoop:
-    def __init__(self, url: str) -> None:
-        self.identity = broker_identity(url)
+    def __init__(self, url: str = "") -> None:
+        self.identity = broker_identity(url) if url else None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -34,7 +36,8 @@ class BrokerNodeLoop:
         if self._thread is not None:
             self._thread.join(timeout=5)
         try:
-            broker_leave(node_id=self.identity["node_id"])
+            if self.identity is not None:
+                broker_leave(node_id=self.identity["node_id"])
         except Exception as exc:  # noqa: BLE001 - best effort on the way out
             logger.warning("could not leave the registry: %s", exc)
         finally:
@@ -43,18 +46,18 @@ class BrokerNodeLoop:
     def _run(self) -> None:
         from messages.services import leases_recover
 
-        beats_every = max(1, int(settings.MQ_HEARTBEAT_SECONDS / SWEEP_SECONDS))
+        interval = settings.MQ_LEASE_RECOVERY_SECONDS
+        beats_every = max(1, round(settings.MQ_HEARTBEAT_SECONDS / interval))
         tick = 0
         while not self._stop.is_set():
             try:
                 close_old_connections()
-                if tick % beats_every == 0:
+                if self.identity is not None and tick % beats_every == 0:
                     broker_heartbeat(**self.identity)
-                # Expired leases come back even when nobody pulls their group.
-                while leases_recover(limit=500) == 500 and not self._stop.is_set():
+                while leases_recover(limit=RECOVERY_BATCH) == RECOVERY_BATCH and not self._stop.is_set():
                     pass
             except Exception as exc:  # noqa: BLE001 - the database may be down; keep trying
                 logger.warning("broker node loop: %s", exc)
                 connection.close()
             tick += 1
-            self._stop.wait(SWEEP_SECONDS)
+            self._stop.wait(interval)

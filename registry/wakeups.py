@@ -8,10 +8,6 @@ per process, however many pulls wait); without it (the quick start) it stays in-
 Wake-ups are an optimisation, never the source of truth: a waiting pull also re-checks
 the database on a short fallback interval, so a lost wake-up (Redis down, a publish that
 raced a subscribe) only costs latency, never a message.
-
-The same subscriber carries hand-offs between processes (messages/services/handoff.py): each
-process also listens on a channel of its own, and keeps a short-lived "alive" key in Redis
-while it listens, so that no other process hands messages to its pulls after it died.
 """
 
 from __future__ import annotations
@@ -27,7 +23,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from itertools import islice
-from typing import Any
 
 from django.conf import settings
 
@@ -35,8 +30,6 @@ logger = logging.getLogger(__name__)
 
 CHANNEL = "mqcenter:wake"
 WAKE_PER_PAIR = 2
-#: How long a process's "alive" key outlives its last refresh (refreshed every second).
-ALIVE_SECONDS = 3
 Pair = tuple[str, str]
 
 
@@ -93,25 +86,6 @@ class LoopEvent:
         return self._flag
 
 
-def wake_all(events: Iterable[LoopEvent]) -> None:
-    """`set()` each of `events`, with one call into each event loop rather than one per
-    event: a produce that hands off to a thousand waiting pulls otherwise queues a thousand
-    thread-safe callbacks, and the thread queueing them contends for the interpreter lock
-    with the loop that has started answering the first ones."""
-    batches: dict[asyncio.AbstractEventLoop, list[LoopEvent]] = {}
-    for event in events:
-        if not event._flag:
-            event._flag = True
-            batches.setdefault(event._loop, []).append(event)
-    for loop, batch in batches.items():
-        loop.call_soon_threadsafe(_wake_each, batch)
-
-
-def _wake_each(events: list[LoopEvent]) -> None:
-    for event in events:
-        event._wake()
-
-
 def _expire(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
@@ -129,8 +103,6 @@ class WakeupHub:
         self._callbacks: dict[Pair, set[Callable[[Pair], None]]] = {}
         self._listener: threading.Thread | None = None
         self._publisher = None
-        self._direct: Callable[[bytes], None] | None = None
-        self._listed: Callable[[list[Any]], None] | None = None
         # True while the Redis subscriber is connected (or when there is no Redis): waiting
         # pulls then trust wake-ups and fall back to polling only rarely.
         self.connected = not redis_url
@@ -145,15 +117,6 @@ class WakeupHub:
         if self._origin[0] != pid:
             self._origin = (pid, f"{socket.gethostname()}:{pid}:{id(self)}")
         return self._origin[1]
-
-    @property
-    def direct_channel(self) -> str:
-        """This process's own channel (hand-offs from other processes arrive on it)."""
-        return direct_channel(self.origin)
-
-    @property
-    def alive_key(self) -> str:
-        return alive_key(self.origin)
 
     # --- waiting -------------------------------------------------------------------------
 
@@ -251,22 +214,6 @@ class WakeupHub:
         except Exception as exc:  # noqa: BLE001 - Redis is not on the durability path
             logger.warning("wake-up publish failed (%s); woke local pulls only", exc)
 
-    def send_direct(self, origin: str, payload: str) -> int:
-        """Publish `payload` to one process's own channel. Returns how many subscribers got
-        it: 0 when that process is gone (raises if Redis fails)."""
-        return int(self._redis_publisher().publish(direct_channel(origin), payload))
-
-    def on_direct(self, handler: Callable[[bytes], None]) -> None:
-        """Call `handler(payload)` (on the subscriber thread) for each direct message."""
-        self._direct = handler
-        self._ensure_listener()
-
-    def on_listed(self, handler: Callable[[list[Any]], None]) -> None:
-        """Call `handler(notice)` (on the subscriber thread) for each "listed" notice that a
-        signal on the shared channel carries (see `handoff.OfferBoard.list`)."""
-        self._listed = handler
-        self._ensure_listener()
-
     def _redis_publisher(self):  # type: ignore[no-untyped-def]
         if self._publisher is None:
             import redis
@@ -298,10 +245,7 @@ class WakeupHub:
                     self.redis_url, socket_connect_timeout=1, health_check_interval=10
                 )
                 pubsub = client.pubsub(ignore_subscribe_messages=True)
-                direct = self.direct_channel
-                pubsub.subscribe(CHANNEL, direct)
-                client.set(self.alive_key, 1, ex=ALIVE_SECONDS)
-                refreshed = time.monotonic()
+                pubsub.subscribe(CHANNEL)
                 self.connected = True
                 self.connected_at = time.monotonic()
                 backoff = 0.2
@@ -309,19 +253,11 @@ class WakeupHub:
                 self._wake_all()
                 while True:
                     item = pubsub.get_message(timeout=1.0)
-                    if time.monotonic() - refreshed >= 1.0:
-                        client.set(self.alive_key, 1, ex=ALIVE_SECONDS)
-                        refreshed = time.monotonic()
                     if item is None or item.get("type") != "message":
-                        continue
-                    if item["channel"] == direct.encode():
-                        self._hand_to(self._direct, item["data"])
                         continue
                     signal = json.loads(item["data"])
                     if signal["from"] != self.origin:  # our own were woken when published
                         self.notify_local([tuple(pair) for pair in signal["pairs"]])  # type: ignore[misc]
-                        if "listed" in signal:
-                            self._hand_to(self._listed, signal["listed"])
             except Exception as exc:  # noqa: BLE001 - reconnect on any failure
                 if self.connected:
                     logger.warning("wake-up subscriber lost Redis (%s); polling meanwhile", exc)
@@ -329,28 +265,10 @@ class WakeupHub:
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
 
-    @staticmethod
-    def _hand_to(handler: Callable[[Any], None] | None, item: Any) -> None:
-        """`handler(item)` on the subscriber thread, whose loop must outlive any handler's failure."""
-        if handler is None:
-            return
-        try:
-            handler(item)
-        except Exception:
-            logger.exception("subscriber handler failed on %r", item)
-
     def _wake_all(self) -> None:
         with self._lock:
             pairs = list(self._waiters) + list(self._callbacks)
         self.notify_local(pairs, limit=1_000_000)
-
-
-def direct_channel(origin: str) -> str:
-    return f"{CHANNEL}:to:{origin}"
-
-
-def alive_key(origin: str) -> str:
-    return f"mqcenter:alive:{origin}"
 
 
 _hub: WakeupHub | None = None

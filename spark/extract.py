@@ -31,9 +31,7 @@ MESSAGE_SCHEMA = T.StructType(
         T.StructField("effect_time", T.TimestampType()),
         T.StructField("add_time", T.TimestampType()),
         T.StructField("update_time", T.TimestampType()),
-        # The "pulled" events rows hold (see `trace.row_pulls`): a hand-off's, and with
-        # lease_owner a claim's. Null in older rows and exports.
-        T.StructField("handed_to", T.StringType()),
+        # With pulled_at, the "pulled" event a row holds (see `trace.row_pulls`).
         T.StructField("lease_owner", T.StringType()),
         T.StructField("pulled_at", T.TimestampType()),
     ]
@@ -57,7 +55,7 @@ TRACE_SQL_COLUMNS = (
     f"CASE WHEN event = 'nacked' THEN SUBSTRING(log, 1, {LOG_CHARS}) ELSE '' END AS log"
 )
 MESSAGE_SQL_COLUMNS = (
-    "id, topic, group_name, status, attempt, effect_time, add_time, update_time, handed_to, lease_owner, pulled_at"
+    "id, topic, group_name, status, attempt, effect_time, add_time, update_time, lease_owner, pulled_at"
 )
 
 

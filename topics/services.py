@@ -189,8 +189,8 @@ def group_ensure(*, topic: Topic, name: str) -> TopicGroup:
 
 
 def groups_ensure(*, topic: Topic, names: Iterable[str]) -> None:
-    """Add the groups `names` that a (cached) topic does not list yet, and list them: a
-    produce hands messages of a group it knows to waiting pulls (`handoff`)."""
+    """Add the groups `names` that a (cached) topic does not list yet, and list them in the
+    cached topic, so the next produce to them costs no look-up."""
     for name in set(names) - topic.group_rows.keys():  # type: ignore[attr-defined]
         group = group_ensure(topic=topic, name=name)
         group.topic = topic

@@ -14,13 +14,8 @@ from messages.services.archive import (
     maintenance_cleanup,
     messages_archive,
 )
-from messages.services.delivery import (
-    leases_recover,
-    messages_claim,
-    messages_pull,
-    messages_pull_async,
-)
-from messages.services.maintenance import maintenance_delay, maintenance_retry
+from messages.services.claims import messages_claim
+from messages.services.lifecycle import leases_recover
 from messages.services.operations import (
     bulk_job_create,
     bulk_job_get,
@@ -33,6 +28,7 @@ from messages.services.operations import (
     messages_requeue,
 )
 from messages.services.produce import ProduceItem, ProduceResult, messages_produce
+from messages.services.pull import messages_pull
 from messages.services.runs import maintenance_run
 from messages.services.stats import stats_flush
 
@@ -50,8 +46,6 @@ __all__ = [
     "data_text",
     "leases_recover",
     "maintenance_cleanup",
-    "maintenance_delay",
-    "maintenance_retry",
     "maintenance_run",
     "message_add",
     "message_edit",
@@ -63,7 +57,6 @@ __all__ = [
     "messages_extend",
     "messages_produce",
     "messages_pull",
-    "messages_pull_async",
     "messages_release",
     "messages_requeue",
     "stats_flush",

@@ -12,18 +12,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from messages import sql
 from messages.models import Message, MessageTrace, Status, TraceEvent
-from messages.services.retry import retry_delay_seconds
-from messages.services.trace import row_pulls_write, trace_row, trace_write
+from messages.services import lifecycle
+from messages.services.trace import TraceRow, trace_row, trace_write
 from mqcenter.core import metrics
 from mqcenter.core.auth import Principal
 from mqcenter.core.db import retry_on_lock_conflict
 from mqcenter.core.errors import Forbidden
-from registry.wakeups import wakeup_hub
 from topics.cache import topic_cache
 from topics.models import Topic
 
@@ -55,45 +53,45 @@ def messages_ack(*, principal: Principal, consumer: str, results: list[AckResult
     the first outcome again: the message's last event is this consumer's ack.
     """
     now = timezone.now()
-    woken: set[tuple[str, str]] = set()
     with transaction.atomic():
         # Not `data`: it may be 256 KiB a message.
         messages = {m.id: m for m in sql.locked_by_id({r.id for r in results}, ACK_FIELDS)}
         topics = topic_cache.get_many({m.topic for m in messages.values()})
         _require_consume(principal, messages.values(), results, topics)
         outcomes: list[dict[str, Any]] = []
-        succeeded: list[Message] = []
-        traces: list[MessageTrace] = []
+        succeeded: dict[int, Message] = {}
+        logs: dict[int, str] = {}
+        failures: list[lifecycle.Failure] = []
+        traces: list[TraceRow] = []
         for result in results:
             message = messages.get(result.id)
             if message is None:
                 outcomes.append({"id": result.id, "outcome": "stale"})
-                continue
-            if message.status != Status.RUNNING or message.lease_owner != consumer:
+            elif message.status != Status.RUNNING or message.lease_owner != consumer:
                 outcomes.append(_repeat_or_stale(message, consumer, result, traces, now))
-                continue
-            if result.status == Status.SUCCESS:
-                message.status = Status.SUCCESS
-                message.last_log = result.log[:4000]
-                succeeded.append(message)
-                traces.append(trace_row(message, TraceEvent.ACKED, at=now, actor=consumer, log=result.log))
+            elif result.status == Status.SUCCESS:
+                succeeded[message.id], logs[message.id] = message, result.log
                 outcomes.append({"id": message.id, "outcome": "success"})
             else:
-                outcomes.append(_fail(message, topics.get(message.topic), consumer, result, traces, now))
-                if message.status == Status.NEW:
-                    woken.add((message.topic, message.group_name))
-        if succeeded:
-            sql.finish((m.id for m in succeeded), Status.SUCCESS, now)
-            # last_log is per message; success logs are usually empty, so write only those set.
-            for message in succeeded:
-                if message.last_log:
-                    Message.objects.filter(id=message.id).update(last_log=message.last_log)
+                failures.append(lifecycle.Failure(message, topics.get(message.topic), consumer, result.log,
+                                                  result.retry))
+                outcomes.append({"id": message.id})  # filled in below
+        traces += lifecycle.succeed(list(succeeded.values()), consumer=consumer, logs=logs, now=now)
+        traces += lifecycle.fail(failures, expired=False, now=now)
         trace_write(traces)
-        if woken:
-            transaction.on_commit(lambda: wakeup_hub().publish(woken))
-    for outcome, count in Counter(o["outcome"] for o in outcomes).items():
-        metrics.acked.labels(outcome).inc(count)
+        lifecycle.wake_after_commit(f.message for f in failures)
+    for outcome in outcomes:
+        if "outcome" not in outcome:
+            outcome.update(_fail_outcome(messages[outcome["id"]]))
+    for name, count in Counter(o["outcome"] for o in outcomes).items():
+        metrics.acked.labels(name).inc(count)
     return outcomes
+
+
+def _fail_outcome(message: Message) -> dict[str, Any]:
+    if message.status == Status.NEW:
+        return {"outcome": "retry_scheduled", "effect_time": message.effect_time}
+    return {"outcome": "failed"}
 
 
 def _require_consume(
@@ -123,31 +121,8 @@ def _require_consume_topics(principal: Principal, names: set[str]) -> None:
             raise Forbidden(f"Topic {name!r} belongs to another business line.", details={"topic": name})
 
 
-def _fail(
-    message: Message, topic: Topic | None, consumer: str, result: AckResult,
-    traces: list[MessageTrace], now: datetime,
-) -> dict[str, Any]:
-    message.last_log = result.log[:4000]
-    message.lease_expires_at = None
-    message.update_time = now
-    traces.append(trace_row(message, TraceEvent.NACKED, at=now, actor=consumer, log=result.log))
-    if result.retry and message.retry_remaining > 0 and topic is not None:
-        message.status = Status.NEW
-        message.retry_remaining -= 1
-        message.effect_time = now + timedelta(seconds=retry_delay_seconds(topic, message.attempt))
-        message.save(update_fields=["status", "retry_remaining", "effect_time", "last_log", "lease_expires_at", "update_time"])
-        traces.append(trace_row(message, TraceEvent.RETRY_SCHEDULED, at=now, actor=consumer,
-                                log=f"retry at {message.effect_time.isoformat()}"))
-        return {"id": message.id, "outcome": "retry_scheduled", "effect_time": message.effect_time}
-    message.status = Status.FAIL
-    message.save(update_fields=["status", "last_log", "lease_expires_at", "update_time"])
-    traces.append(trace_row(message, TraceEvent.DEAD, at=now, actor=consumer,
-                            log="no retries left" if result.retry else "failed permanently by the consumer"))
-    return {"id": message.id, "outcome": "failed"}
-
-
 def _repeat_or_stale(
-    message: Message, consumer: str, result: AckResult, traces: list[MessageTrace], now: datetime
+    message: Message, consumer: str, result: AckResult, traces: list[TraceRow], now: datetime
 ) -> dict[str, Any]:
     """A repeated ack gets its first outcome again; anything else is stale.
 
@@ -192,11 +167,7 @@ def messages_extend(
         )
         _require_consume_topics(principal, {m.topic for m in held})
         held_ids = {m.id for m in held}
-        Message.objects.filter(id__in=held_ids).update(lease_expires_at=expires, update_time=now)
-        trace_write(
-            trace_row(m, TraceEvent.EXTENDED, at=now, actor=consumer, log=f"lease until {expires.isoformat()}")
-            for m in held
-        )
+        trace_write(lifecycle.extend(held, consumer=consumer, expires=expires, now=now))
     return [
         {"id": i, "lease_expires_at": expires} if i in held_ids else {"id": i, "outcome": "stale"}
         for i in ids
@@ -227,15 +198,7 @@ def messages_release(*, principal: Principal, consumer: str, ids: list[int]) -> 
             Message.objects.select_for_update().filter(id__in=ids, status=Status.RUNNING, lease_owner=consumer)
         )
         _require_consume_topics(principal, {m.topic for m in held})
-        row_pulls_write(held)  # before their lease owner and attempt go
-        Message.objects.filter(id__in=[m.id for m in held]).update(
-            status=Status.NEW, effect_time=now, lease_owner=None, lease_expires_at=None,
-            attempt=F("attempt") - 1, update_time=now, pulled_at=None, pulled_rank=None, pulled_total=None,
-        )
-        for message in held:
-            message.status, message.attempt = Status.NEW, message.attempt - 1
-        trace_write(trace_row(m, TraceEvent.RELEASED, at=now, actor=consumer) for m in held)
-        pairs = {(m.topic, m.group_name) for m in held}
-        transaction.on_commit(lambda: wakeup_hub().publish(pairs))
+        trace_write(lifecycle.release(held, consumer=consumer, now=now))
+        lifecycle.wake_after_commit(held)
     released = {m.id for m in held}
     return [{"id": i, "outcome": "released" if i in released else "stale"} for i in ids]

@@ -283,10 +283,9 @@ def _message_schema():  # type: ignore[no-untyped-def]
         ("retry_remaining", pa.int32()), ("attempt", pa.int32()), ("timeout_seconds", pa.int32()),
         ("dedup_key", pa.string()), ("lease_owner", pa.string()), ("lease_expires_at", ts),
         ("last_log", pa.string()), ("add_time", ts), ("update_time", ts), ("archived_at", ts),
-        # With add_time, the message's "produced" event and a hand-off's "pulled" event; with
-        # lease_owner and attempt, a claim's "pulled" event (no trace row holds them; null
-        # before).
-        ("producer", pa.string()), ("handed_to", pa.string()),
+        # With add_time, the message's "produced" event; with lease_owner and attempt, its
+        # last delivery's "pulled" event (no trace row holds them).
+        ("producer", pa.string()),
         ("pulled_at", ts), ("pulled_rank", pa.int32()), ("pulled_total", pa.int32()),
     ])
 

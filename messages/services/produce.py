@@ -6,23 +6,21 @@ import contextlib
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from messages.models import Message, Status
-from messages.services.handoff import Offer, Reservation, handoffs, release_handed, reserved_shares
 from messages.sql import insert_statements, insert_values
 from mqcenter.core import metrics
 from mqcenter.core.auth import Principal
 from mqcenter.core.db import retry_on_lock_conflict
 from mqcenter.core.errors import Forbidden, InvalidRequest
-from registry.services import rank_cache
 from registry.wakeups import wakeup_hub
-from topics.models import DeliveryMode, Topic
+from topics.models import Topic
 from topics.services import DEFAULT_GROUP, groups_ensure, topic_broadcast_groups, topics_for_produce
 
 logger = logging.getLogger(__name__)
@@ -71,7 +69,8 @@ class ProduceResult:
 
 
 class NewMessage(NamedTuple):
-    """A message row to insert, in `mq_message` column order (see `sql.insert_values`)."""
+    """A message row to insert: each field names a column of `Message` (`sql.insert_values`);
+    the columns left out are NULL."""
 
     topic: str
     group_name: str
@@ -84,16 +83,10 @@ class NewMessage(NamedTuple):
     attempt: int
     timeout_seconds: int
     dedup_key: str | None
-    lease_owner: str | None
-    lease_expires_at: datetime | None
     last_log: str
     add_time: datetime
     update_time: datetime
     producer: str
-    handed_to: str | None
-    pulled_at: datetime | None = None
-    pulled_rank: int | None = None
-    pulled_total: int | None = None
 
 
 @retry_on_lock_conflict
@@ -129,42 +122,33 @@ def messages_produce(*, principal: Principal, items: list[ProduceItem]) -> list[
     ]
     for topic in topics.values():
         groups_ensure(topic=topic, names={g for item, t, groups in targets if t is topic for g in groups})
-    # Inside a caller's transaction the commit is the caller's: no pull may be promised
-    # messages that a later rollback takes back.
-    hand_off = not connection.in_atomic_block
-    # A produce writes its message rows and nothing else (their "produced" and hand-off
-    # "pulled" events are the rows themselves). One INSERT is atomic and, committed on its
-    # own (autocommit), as durable as a transaction: a batch that fits in one statement
-    # skips START TRANSACTION and COMMIT, two of its three round trips. A bigger batch
-    # takes a transaction, so that it is still stored all or nothing.
+    # A produce writes its message rows and nothing else (their "produced" event is the row
+    # itself). One INSERT is atomic and, committed on its own (autocommit), as durable as a
+    # transaction: a batch that fits in one statement skips START TRANSACTION and COMMIT,
+    # two of its three round trips. A bigger batch takes a transaction, so that it is still
+    # stored all or nothing.
     one_statement = insert_statements(sum(len(groups) for _, _, groups in targets), return_ids=True) == 1
     for attempt in range(DEDUP_RACE_RETRIES + 1):
-        reservation = Reservation()
         try:
             with contextlib.nullcontext() if one_statement else transaction.atomic():
-                results, woken = _store(principal, targets, reservation if hand_off else None,
-                                        look_up_dedup=attempt > 0)
+                results, woken = _store(principal, targets, look_up_dedup=attempt > 0)
+                # Wake hints only after the commit: no pull may look before the rows are there.
                 transaction.on_commit(lambda pairs=woken: wakeup_hub().publish(pairs))
-        except BaseException as exc:
-            handoffs.settle(reservation, committed=False)
-            if isinstance(exc, IntegrityError) and attempt < DEDUP_RACE_RETRIES:
+        except IntegrityError:
+            if attempt < DEDUP_RACE_RETRIES:
                 continue
             raise
-        release_handed(handoffs.settle(reservation, committed=True))
         _count(results)
         return results
     raise AssertionError("unreachable")
 
 
 def _store(
-    principal: Principal, targets: list[tuple[ProduceItem, Topic, list[str]]], reservation: Reservation | None,
-    *, look_up_dedup: bool,
+    principal: Principal, targets: list[tuple[ProduceItem, Topic, list[str]]], *, look_up_dedup: bool,
 ) -> tuple[list[ProduceResult], set[tuple[str, str]]]:
-    """Insert the batch; messages handed off are inserted leased to their pulls. No trace
-    row: a message's "produced" event is its row (`producer`, `add_time`), and so is the
-    "pulled" event of a hand-off (`pulled_at` and the pull's rank/total, as a claim leaves
-    it). Returns the results and the (topic, group) pairs left with NEW messages to wake
-    pulls for. Without `look_up_dedup`, a dedup key already stored fails the insert
+    """Insert the batch. No trace row: a message's "produced" event is its row (`producer`,
+    `add_time`). Returns the results and the (topic, group) pairs that got messages, to
+    wake pulls for. Without `look_up_dedup`, a dedup key already stored fails the insert
     (IntegrityError) instead of answering the duplicate."""
     now = timezone.now()
     producer = principal.name[:200]
@@ -188,57 +172,13 @@ def _store(
         plan.append((len(fresh), False))
         fresh.append(row)
 
-    shares = _hand_off(reservation, fresh, {t.name: t for _, t, _ in targets}, now) if reservation else []
     ids = insert_values(Message, fresh, return_ids=True)
-    for offer, indexes in shares:
-        offer.messages = [_handed_message(fresh[i], ids[i]) for i in indexes]
-    # A handed-off message is answered as stored (NEW), as API.md shows; its trace's
-    # "pulled" event (from `pulled_at`) tells the rest.
     results = [
         step if isinstance(step, ProduceResult)
         else ProduceResult(ids[step[0]], fresh[step[0]].topic, fresh[step[0]].group_name, Status.NEW, step[1])
         for step in plan
     ]
-    return results, {(r.topic, r.group_name) for r in fresh if r.status == Status.NEW}
-
-
-def _hand_off(
-    reservation: Reservation, fresh: list[NewMessage], topics: dict[str, Topic], now: datetime
-) -> list[tuple[Offer, list[int]]]:
-    """Lease what idle pulls can take (see `handoff`): the rows in `fresh` are replaced by
-    leased ones, each holding its pull as a claim's row does (`Message.pulled_at`), so a
-    later claim or release writes that pull out like any other. Returns each reserved pull
-    with the indexes of its rows."""
-    due: dict[tuple[str, str], list[int]] = {}
-    for index, row in enumerate(fresh):
-        if row.effect_time <= now:
-            due.setdefault((row.topic, row.group_name), []).append(index)
-    shares: list[tuple[Offer, list[int]]] = []
-    for pair, indexes in due.items():
-        topic = topics[pair[0]]
-        group = topic.group_rows.get(pair[1])  # type: ignore[attr-defined]
-        if topic.paused or group is None or group.mode != DeliveryMode.QUEUE:
-            continue
-        offers = handoffs.reserve(reservation, pair, len(indexes), topic.biz_id)
-        for offer, share in reserved_shares(offers, indexes):
-            rank, total = rank_cache.rank(offer.consumer, *pair)
-            for index in share:
-                row = fresh[index]
-                fresh[index] = row._replace(
-                    status=Status.RUNNING, attempt=1, lease_owner=offer.consumer,
-                    lease_expires_at=now + timedelta(seconds=row.timeout_seconds + settings.MQ_LEASE_GRACE_SECONDS),
-                    pulled_at=now, pulled_rank=rank, pulled_total=total,
-                )
-            shares.append((offer, share))
-    return shares
-
-
-def _handed_message(row: NewMessage, new_id: int) -> Message:
-    """The stored row as a claim would have read it back. Positional: a quarter of the cost
-    of keyword arguments, for a thousand messages handed at once."""
-    message = Message(new_id, *row)
-    message.effect_time = row.effect_time.astimezone(UTC)  # the database answers in UTC
-    return message
+    return results, {(r.topic, r.group_name) for r in fresh}
 
 
 def _count(results: list[ProduceResult]) -> None:
@@ -255,10 +195,11 @@ def _message_row(item: ProduceItem, topic: Topic, group: str, now: datetime, pro
     else:
         effect_time = now
     return NewMessage(
-        topic.name, group, item.data, item.key, item.headers, Status.NEW, effect_time,
-        topic.retry_count if item.retry_count is None else item.retry_count, 0,
-        topic.timeout_seconds if item.timeout_seconds is None else item.timeout_seconds,
-        item.dedup_key, None, None, "", now, now, producer, None,
+        topic=topic.name, group_name=group, data=item.data, key=item.key, headers=item.headers,
+        status=Status.NEW, effect_time=effect_time,
+        retry_remaining=topic.retry_count if item.retry_count is None else item.retry_count, attempt=0,
+        timeout_seconds=topic.timeout_seconds if item.timeout_seconds is None else item.timeout_seconds,
+        dedup_key=item.dedup_key, last_log="", add_time=now, update_time=now, producer=producer,
     )
 
 

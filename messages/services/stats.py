@@ -63,8 +63,6 @@ def minute_of(moment: datetime) -> datetime:
 
 def _counted_fields(event: str, status_after: str) -> tuple[str, ...]:
     """Which bucket counters one trace event adds to."""
-    if event == TraceEvent.PRODUCED:
-        return ("produced",)
     if event == TraceEvent.ACKED:
         return ("succeeded",)
     if event == TraceEvent.DEAD:
@@ -77,7 +75,7 @@ def _counted_fields(event: str, status_after: str) -> tuple[str, ...]:
 
 
 COUNTED_EVENTS = (
-    TraceEvent.PRODUCED, TraceEvent.ACKED, TraceEvent.DEAD, TraceEvent.RETRY_SCHEDULED,
+    TraceEvent.ACKED, TraceEvent.DEAD, TraceEvent.RETRY_SCHEDULED,
     TraceEvent.LEASE_EXPIRED,
 )
 
@@ -139,8 +137,7 @@ def _flush_batch(*, now: datetime, batch: int) -> tuple[int, bool]:
 def _flush_produced_batch(*, now: datetime, batch: int) -> tuple[int, bool]:
     """Count "produced" from the message rows after the message watermark, as
     `_flush_batch` counts trace events (a message's "produced" event is its row, see
-    `Message.producer`; rows without a producer were counted from their trace row). A
-    message deleted or archived before the flush reached it is not counted."""
+    `Message.producer`). A message deleted or archived before the flush reached it is not counted."""
     settled = now - timedelta(seconds=SETTLE_SECONDS)
     with transaction.atomic():
         state = MaintenanceRun.objects.select_for_update().get(job="flush")
@@ -152,9 +149,8 @@ def _flush_produced_batch(*, now: datetime, batch: int) -> tuple[int, bool]:
         if not taken:
             return 0, False
         deltas = _no_deltas()
-        for _, add_time, producer, topic, group in taken:
-            if producer is not None:
-                deltas[(topic, group, minute_of(add_time))]["produced"] += 1
+        for _, add_time, _producer, topic, group in taken:
+            deltas[(topic, group, minute_of(add_time))]["produced"] += 1
         _add_to_buckets(deltas)
         MaintenanceRun.objects.filter(pk=state.pk).update(message_cursor=taken[-1][0])
     return len(taken), len(taken) == len(rows) == batch

@@ -13,7 +13,7 @@ LOG_LIMIT = 4000
 
 
 class TraceRow(NamedTuple):
-    """A trace row to insert, in `mq_message_trace` column order: a hot-path batch writes
+    """A trace row to insert (fields named as `MessageTrace`'s): a hot-path batch writes
     hundreds, and a tuple costs a tenth of a model instance."""
 
     message_id: int
@@ -65,17 +65,10 @@ def row_pulls_write(messages: Iterable[Any]) -> None:
 
 def row_events(message: Any) -> list[MessageTrace]:
     """The events a message's row holds, which no trace row does: "produced" (its producer
-    and add time); on a row handed off before session 15, that "pulled" (`handed_to`, at the
-    same time, first attempt); and the pull of the delivery a claim or a hand-off leased it
-    for (`row_pull`). Unsaved (no id). Empty for a message stored before these columns: its
-    trace rows hold them all."""
-    events = []
-    if message.producer is not None:
-        events.append(MessageTrace(message_id=message.id, event=TraceEvent.PRODUCED, actor=message.producer,
-                                   at=message.add_time, attempt=0, status_after=Status.NEW))
-    if message.handed_to is not None:
-        events.append(MessageTrace(message_id=message.id, event=TraceEvent.PULLED, actor=message.handed_to,
-                                   at=message.add_time, attempt=1, status_after=Status.RUNNING))
+    and add time) and the pull of the delivery it is leased for (`row_pull`). Unsaved (no
+    id)."""
+    events = [MessageTrace(message_id=message.id, event=TraceEvent.PRODUCED, actor=message.producer,
+                           at=message.add_time, attempt=0, status_after=Status.NEW)]
     if message.pulled_at is not None:
         events.append(MessageTrace(**row_pull(message)._asdict()))
     return events

@@ -9,10 +9,6 @@ registry = CollectorRegistry(auto_describe=True)
 produced = Counter("mq_messages_produced", "Messages stored by produce", ["topic"], registry=registry)
 duplicates = Counter("mq_messages_duplicate", "Produce items answered from dedup", ["topic"], registry=registry)
 delivered = Counter("mq_messages_delivered", "Messages claimed by consumers", ["topic", "group"], registry=registry)
-handed_off = Counter(
-    "mq_messages_handed_off", "Messages a produce handed straight to a waiting pull (part of delivered)",
-    ["topic", "group"], registry=registry,
-)
 acked = Counter("mq_acks", "Ack results by outcome", ["outcome"], registry=registry)
 leases_expired = Counter("mq_leases_expired", "Leases recovered by the broker", registry=registry)
 pull_wait = Histogram(
@@ -20,7 +16,3 @@ pull_wait = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30), registry=registry,
 )
 waiting_pulls = Gauge("mq_waiting_pulls", "Long-polls waiting in this process", registry=registry)
-fast_path = Counter(
-    "mq_fast_path_requests", "Pull and ack requests answered on the event loop (mqcenter/fastpath.py)",
-    ["endpoint", "status"], registry=registry,
-)

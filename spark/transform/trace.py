@@ -33,26 +33,20 @@ def traces_of(messages: DataFrame, traces: DataFrame) -> DataFrame:
 
 
 def row_pulls(messages: DataFrame) -> DataFrame:
-    """The "pulled" events message rows hold, which no trace row does: a produce's hand-off
-    stored before session 15 (`handed_to`, at its add_time, first attempt) and the pull of
-    the delivery a claim or a later hand-off leased it for (`pulled_at`, by its lease_owner,
-    in its attempt). Shaped as `traces_of` answers (no event id)."""
-    def pulls(where: Column, actor: str, at: str, attempt: Column) -> DataFrame:
-        return messages.where(where).select(
-            F.lit(None).cast("long").alias("id"),
-            F.col("id").alias("message_id"),
-            F.lit("pulled").alias("event"),
-            F.col(actor).alias("actor"),
-            F.col(at).alias("at"),
-            attempt.cast("int").alias("attempt"),
-            F.lit("RUNNING").alias("status_after"),
-            F.lit("").alias("log"),
-            *KEYS,
-        )
-
-    handed = pulls(F.col("handed_to").isNotNull(), "handed_to", "add_time", F.lit(1))
-    claimed = pulls(F.col("pulled_at").isNotNull(), "lease_owner", "pulled_at", F.col("attempt"))
-    return handed.unionByName(claimed)
+    """The "pulled" events message rows hold, which no trace row does: the pull of the
+    delivery a claim leased the message for (`pulled_at`, by its lease_owner, in its
+    attempt). Shaped as `traces_of` answers (no event id)."""
+    return messages.where(F.col("pulled_at").isNotNull()).select(
+        F.lit(None).cast("long").alias("id"),
+        F.col("id").alias("message_id"),
+        F.lit("pulled").alias("event"),
+        F.col("lease_owner").alias("actor"),
+        F.col("pulled_at").alias("at"),
+        F.col("attempt").cast("int").alias("attempt"),
+        F.lit("RUNNING").alias("status_after"),
+        F.lit("").alias("log"),
+        *KEYS,
+    )
 
 
 def trace_summary(messages: DataFrame, events: DataFrame) -> DataFrame:

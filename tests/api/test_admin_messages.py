@@ -124,32 +124,6 @@ def test_it_shows_a_message_with_its_trace_in_order(admin_api, producer_api, con
     assert body["trace"][2]["log"] == "nope"
 
 
-def test_a_message_stored_with_its_produced_trace_row_shows_one_produced_event(admin_api, producer_api, orders):
-    # Stored before messages carried their producer: the "produced" event is a trace row.
-    [entry] = produce(producer_api, {"topic": "orders", "data": 1})
-    row = Message.objects.get(id=entry["id"])
-    Message.objects.filter(id=row.id).update(producer=None)
-    MessageTrace.objects.create(message_id=row.id, event="produced", actor="old-producer", at=row.add_time,
-                                status_after="NEW")
-
-    trace = admin_api.get(f"/api/v1/messages/{row.id}").json()["trace"]
-
-    assert [(e["event"], e["actor"]) for e in trace] == [("produced", "old-producer")]
-
-
-def test_a_message_handed_off_by_its_produce_shows_the_pulled_event_its_row_holds(admin_api, producer_api, orders):
-    # As a produce's hand-off stored it in sessions 12 to 14: leased, `handed_to` set, and
-    # no trace row (since then a hand-off holds its pull in `pulled_at`, as a claim does).
-    [entry] = produce(producer_api, {"topic": "orders", "data": 1})
-    Message.objects.filter(id=entry["id"]).update(status="RUNNING", attempt=1, lease_owner="c7", handed_to="c7")
-
-    body = admin_api.get(f"/api/v1/messages/{entry['id']}").json()
-
-    assert [(e["event"], e["actor"]) for e in body["trace"]] == [("produced", "produce:orders*"), ("pulled", "c7")]
-    pulled = body["trace"][1]
-    assert (pulled["at"], pulled["attempt"], pulled["status"], pulled["rank"]) == (body["add_time"], 1, "RUNNING", None)
-
-
 def test_it_answers_404_for_unknown_or_foreign_messages(admin_api, producer_api, outsider_api, orders):
     expect_error(admin_api.get("/api/v1/messages/987654321"), 404, "not_found")
     [entry] = produce(producer_api, {"topic": "orders", "data": 1})

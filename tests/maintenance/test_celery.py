@@ -11,8 +11,6 @@ from typing import Any
 
 import pyarrow.dataset as ds
 import pytest
-from django.core.management import call_command
-from django.utils import timezone
 
 from messages.models import (
     Alarm,
@@ -21,7 +19,6 @@ from messages.models import (
     MessageArchive,
     MessageTrace,
     StatsBucket,
-    Status,
 )
 from messages.services import messages_claim
 from tests.maintenance.conftest import (
@@ -66,26 +63,21 @@ def test_it_runs_each_job_on_a_worker_with_its_effect_on_real_rows(celery_procs:
     consume("orders", 4)
     age_messages(old, days=10)  # finished 10 days ago: past the 7 days retention
     produce("orders", 10)
-    held, _ = messages_claim(principal=BROKER, topic="orders", group="default", consumer="gone", max_messages=1)
-    Message.objects.filter(id=held[0].id).update(lease_expires_at=timezone.now() - timezone.timedelta(minutes=1))
+    messages_claim(principal=BROKER, topic="orders", group="default", consumer="busy", max_messages=1)
     settle_trace()
     celery_procs.worker("w1")
 
     celery_procs.send("messages.maintenance.flush")
     wait_runs(celery_procs, "flush", 1)
-    for job in ("retry", "cleanup", "alarms", "delay"):
+    for job in ("cleanup", "alarms"):
         celery_procs.send(f"messages.maintenance.{job}")
-    for job in ("retry", "cleanup", "alarms", "delay"):
+    for job in ("cleanup", "alarms"):
         wait_runs(celery_procs, job, 1)
 
     # flush: counted from the trace, snapshot from the claim index
     assert total("produced", "orders") == 14 and total("succeeded", "orders") == 4
     snapshot = StatsBucket.objects.filter(topic="orders", deliverable__isnull=False).latest("minute")
     assert (snapshot.deliverable, snapshot.running) == (9, 1)
-    # retry: the expired lease came back for another attempt
-    recovered = Message.objects.get(id=held[0].id)
-    assert (recovered.status, recovered.retry_remaining) == (Status.NEW, 1)
-    assert MessageTrace.objects.filter(message_id=recovered.id, event="lease_expired").count() == 1
     # cleanup: archived with their trace and exported to Parquet where the worker was told
     assert set(MessageArchive.objects.values_list("id", flat=True)) == set(old)
     assert not Message.objects.filter(id__in=old).exists()
@@ -125,20 +117,16 @@ def test_it_counts_and_archives_each_message_once_when_two_workers_run_the_same_
     assert MaintenanceRun.objects.get(job="cleanup").runs == 2
 
 
-def test_it_delivers_a_delayed_message_on_time_with_only_the_broker_and_celery(
+def test_a_waiting_pull_gets_a_delayed_message_on_time_from_the_broker_alone(
     celery_procs: CeleryProcesses, tmp_path: Path
 ) -> None:
-    """The pull waits before the message exists, the message is stored without a wake-up
-    and the broker's fallback poll is 25 s: it must still arrive within ~1 s of its
-    effect_time with the broker, worker and beat running."""
+    """No Celery job wakes delayed messages: a produce of a delayed message wakes the waiting
+    pull, which then waits until the message's effect_time (the fallback poll is 25 s)."""
     # Redis pub/sub channels ignore the database number: a topic name of its own keeps other
     # suites' wake-ups (for "orders"...) from waking this pull by chance.
     topic = f"maint-delay-{uuid.uuid4().hex[:8]}"
     Topic.objects.create(name=topic)
-    token, _ = token_create(actor="test", scopes=[f"consume:{topic}"], name="t")
-    call_command("setup_maintenance", verbosity=0)
-    celery_procs.worker("w1")
-    celery_procs.beat()
+    token, _ = token_create(actor="test", scopes=[f"consume:{topic}", f"produce:{topic}"], name="t")
     server = BrokerServer(
         "maint_delay", database_url=celery_procs.env["DATABASE_URL"],
         extra_env={"REDIS_URL": celery_procs.redis_url, "MQ_FALLBACK_POLL_SECONDS": "25",
@@ -146,7 +134,6 @@ def test_it_delivers_a_delayed_message_on_time_with_only_the_broker_and_celery(
     )
     try:
         url = server.start()
-        wait_runs(celery_procs, "delay", 1, timeout=120)  # beat is ticking
         got: dict[str, Any] = {}
 
         def pull() -> None:
@@ -158,18 +145,14 @@ def test_it_delivers_a_delayed_message_on_time_with_only_the_broker_and_celery(
 
         puller = threading.Thread(target=pull)
         puller.start()
-        time.sleep(1.0)  # the pull is waiting, with nothing due
-        # Written without a wake-up (Redis pub/sub crosses database numbers, so a produce
-        # here would wake the broker itself): like a producer process without Redis.
-        now = timezone.now()
-        message = Message.objects.create(
-            topic=topic, group_name="default", data="{}", effect_time=now + timezone.timedelta(seconds=7),
-            add_time=now, update_time=now,
-        )
-        message_id, effect_time = message.id, message.effect_time.timestamp()
+        # Before or after the pull starts waiting, either way it must come on time.
+        with server.client(url, token) as client:
+            [stored] = client.post("/api/v1/messages", json={
+                "messages": [{"topic": topic, "data": {}, "delay_seconds": 3}]}).json()["messages"]
+        effect_time = Message.objects.get(id=stored["id"]).effect_time.timestamp()
         puller.join(timeout=40)
 
-        assert [m["id"] for m in got["body"]["messages"]] == [message_id]
+        assert [m["id"] for m in got["body"]["messages"]] == [stored["id"]]
         late = got["at"] - effect_time
         assert -0.05 < late < 2.0, f"delivered {late:.2f}s after effect_time"
     finally:

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from messages.models import MaintenanceRun, Message, MessageTrace, StatsBucket
+from messages.models import MaintenanceRun, MessageTrace, StatsBucket
 from messages.selectors import stats_series, topic_stats
 from messages.services import stats_flush
 from mqcenter.core.auth import Principal
@@ -49,20 +49,13 @@ def test_it_never_counts_an_event_twice_when_flushed_again() -> None:
     assert totals("orders")["produced"] == 7
 
 
-def test_it_counts_produced_from_message_rows_and_from_the_trace_rows_of_older_messages() -> None:
-    # Two messages stored before messages carried their producer: "produced" is a trace row.
-    legacy = produce("orders", 2)
-    Message.objects.filter(id__in=legacy).update(producer=None)
-    MessageTrace.objects.bulk_create(
-        MessageTrace(message_id=i, event="produced", actor="old", at=timezone.now(), status_after="NEW")
-        for i in legacy
-    )
+def test_it_counts_produced_from_the_message_rows() -> None:
     new = produce("orders", 3)
     settle_trace()
 
     stats_flush()
 
-    assert totals("orders")["produced"] == 5
+    assert totals("orders")["produced"] == 3
     run = MaintenanceRun.objects.get(job="flush")
     assert run.message_cursor == max(new)
     assert not MessageTrace.objects.filter(message_id__in=new).exists()

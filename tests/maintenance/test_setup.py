@@ -18,7 +18,7 @@ def test_it_installs_every_maintenance_schedule_once_and_keeps_operator_changes(
     call_command("setup_maintenance", verbosity=0)
 
     tasks = set(PeriodicTask.objects.values_list("task", flat=True))
-    assert {f"messages.maintenance.{job}" for job in ("flush", "retry", "delay", "cleanup", "alarms")} <= tasks
+    assert {f"messages.maintenance.{job}" for job in ("flush", "cleanup", "alarms")} <= tasks
     assert PeriodicTask.objects.filter(task="messages.maintenance.flush").count() == 1
     assert PeriodicTask.objects.get(task="messages.maintenance.flush").interval.every == 120
     # due at once: a new install shows every job's health without waiting an interval

@@ -6,17 +6,19 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.db import connection
-from django.test import override_settings
+from django.utils import timezone
 
 from messages.models import Message, MessageTrace, Status
 from messages.selectors import message_trace
 from messages.services import (
     AckResult,
     ProduceItem,
+    leases_recover,
     messages_ack,
     messages_claim,
     messages_produce,
@@ -180,15 +182,19 @@ def test_it_stores_one_message_when_two_produces_with_one_dedup_key_race() -> No
     assert Message.objects.filter(topic="payments").count() == 10
 
 
-@override_settings(MQ_LEASE_GRACE_SECONDS=0)
+def lease_ends(*ids: int) -> None:
+    """The leases of these messages run out: moved into the past rather than waited for."""
+    Message.objects.filter(id__in=ids).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+
+
 def test_it_takes_an_unacked_message_back_after_its_lease_and_answers_the_late_ack_stale() -> None:
     Topic.objects.create(name="jobs", retry_count=1, retry_interval_seconds=0)
     [message_id] = produce("jobs", 1)
-    Message.objects.filter(id=message_id).update(timeout_seconds=1)
 
     first, _ = messages_claim(principal=BROKER, topic="jobs", group="default", consumer="slow", max_messages=1)
     assert [m.id for m in first] == [message_id]
-    time.sleep(2.2)  # lease (1 s) expired and the group's recovery interval (1 s) passed
+    lease_ends(message_id)
+    assert leases_recover() == 1
     second, _ = messages_claim(principal=BROKER, topic="jobs", group="default", consumer="fast", max_messages=1)
 
     assert [m.id for m in second] == [message_id]
@@ -210,12 +216,11 @@ def test_it_takes_an_unacked_message_back_after_its_lease_and_answers_the_late_a
     ]
 
 
-@override_settings(MQ_LEASE_GRACE_SECONDS=0)
 def test_it_makes_an_expired_message_a_timeout_dead_letter_when_no_retry_is_left() -> None:
     [message_id] = produce("once", 1)
-    Message.objects.filter(id=message_id).update(timeout_seconds=1)
     messages_claim(principal=BROKER, topic="once", group="default", consumer="gone", max_messages=1)
-    time.sleep(2.2)
+    lease_ends(message_id)
+    assert leases_recover() == 1
 
     claimed, _ = messages_claim(principal=BROKER, topic="once", group="default", consumer="next", max_messages=1)
 

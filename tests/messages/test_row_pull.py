@@ -97,15 +97,14 @@ def test_a_release_writes_the_pull_out_and_clears_the_row() -> None:
                                  ("pulled", "c2", 1)]
 
 
-def test_one_lease_statement_gives_each_owner_its_own_pull() -> None:
-    ids = [produce_one("rowpull") for _ in range(4)]
+def test_one_lease_statement_leases_to_its_owner_and_skips_rows_taken_meanwhile() -> None:
+    ids = [produce_one("rowpull") for _ in range(3)]
+    Message.objects.filter(id=ids[2]).update(status="RUNNING", lease_owner="other")
     now = timezone.now()
 
-    changed = sql.lease({"a": ids[:2], "b": ids[2:3], "c": ids[3:]}, {"a": (0, 3), "b": (1, 3), "c": (None, 3)},
-                        now + timedelta(seconds=60), now)
+    changed = sql.lease(ids, "a", (1, 3), now + timedelta(seconds=60), now)
 
-    assert changed == 4
+    assert changed == 2
     assert set(Message.objects.filter(id__in=ids).values_list("id", "lease_owner", "pulled_rank", "pulled_total",
                                                                "pulled_at", "attempt")) == {
-        (ids[0], "a", 0, 3, now, 1), (ids[1], "a", 0, 3, now, 1), (ids[2], "b", 1, 3, now, 1),
-        (ids[3], "c", None, 3, now, 1)}
+        (ids[0], "a", 1, 3, now, 1), (ids[1], "a", 1, 3, now, 1), (ids[2], "other", None, None, None, 0)}

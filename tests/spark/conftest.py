@@ -54,7 +54,7 @@ def _store(world: World, archive_dir: str) -> dict[str, int]:
     common = {"data": "{}", "retry_remaining": 0, "timeout_seconds": 60}
     Message.objects.bulk_create([Message(**m, **common) for m in live])
     MessageArchive.objects.bulk_create([MessageArchive(**m, **common, archived_at=ARCHIVED_AT) for m in archived])
-    # The "pulled" events rows hold (a hand-off's `handed_to`, a claim's `pulled_at`): no trace row.
+    # The events rows hold ("produced", and a claim's "pulled" in `pulled_at`): no trace row.
     MessageTrace.objects.bulk_create([MessageTrace(**{k: v for k, v in t.items() if k != "in_row"})
                                       for t in world.traces if not t["in_row"]])
     with override_settings(MQ_ARCHIVE_PARQUET_DIR=archive_dir):

@@ -51,24 +51,20 @@ def generate(seed: int = 7, count: int = 420) -> World:
             _events.append({"message_id": _mid, "event": name, "actor": actor, "at": at,
                             "attempt": attempt, "status_after": status, "log": log, "in_row": in_row})
 
-        event("produced", "producer", add_time, 0, "NEW")
+        event("produced", "producer", add_time, 0, "NEW", in_row=True)  # held by the row (`producer`)
         t, attempt, status, effect = add_time, 0, "NEW", add_time
         deliveries = rng.choice([0, 1, 1, 1, 2, 2, 3])
         if deliveries == 0:
             effect = add_time + rng.choice([timedelta(0), timedelta(0), timedelta(hours=4)])
-        # A quarter are handed by their produce to a waiting pull: that first "pulled" event,
-        # at the add time, is held by the message row (`handed_to`), not by a trace row.
-        handed_to = rng.choice(CONSUMERS) if deliveries and rng.random() < 0.25 else None
         # The pull of the last delivery a claim made is held by the row too (`pulled_at`, by
         # its lease_owner); a later claim writes the earlier one out as a trace row.
         claimed_pull: dict[str, Any] | None = None
         for i in range(deliveries):
-            handed = i == 0 and handed_to is not None
-            t += timedelta(0) if handed else timedelta(seconds=rng.uniform(0.5, 900))
+            t += timedelta(seconds=rng.uniform(0.5, 900))
             attempt += 1
-            consumer = handed_to if handed else rng.choice(CONSUMERS)
-            event("pulled", consumer, t, attempt, "RUNNING", in_row=handed)
-            claimed_pull = None if handed else events[-1]
+            consumer = rng.choice(CONSUMERS)
+            event("pulled", consumer, t, attempt, "RUNNING")
+            claimed_pull = events[-1]
             done = t + timedelta(seconds=round(rng.uniform(0.01, 30), 6))
             fate = rng.choice(["nack", "nack", "expire"]) if i < deliveries - 1 else rng.choice(
                 ["ack", "ack", "ack", "ack", "dead", "timeout", "running", "pending"])
@@ -105,7 +101,7 @@ def generate(seed: int = 7, count: int = 420) -> World:
         world.messages.append({
             "id": mid, "topic": topic, "group_name": group, "status": status, "attempt": attempt,
             "effect_time": effect, "add_time": add_time, "update_time": max(e["at"] for e in events),
-            "handed_to": handed_to,
+            "producer": "producer",
             "lease_owner": claimed_pull["actor"] if claimed_pull else None,
             "pulled_at": claimed_pull["at"] if claimed_pull else None,
         })

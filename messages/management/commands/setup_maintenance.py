@@ -14,8 +14,6 @@ from django_celery_beat.models import IntervalSchedule, PeriodicTask
 # (Periodic tasks); running this command again keeps their changes unless --reset.
 DEFAULT_SCHEDULES: tuple[tuple[str, str, int, str], ...] = (
     ("mq maintenance: flush", "messages.maintenance.flush", 15, "stats buckets and backlog snapshots"),
-    ("mq maintenance: retry", "messages.maintenance.retry", 30, "recover expired leases"),
-    ("mq maintenance: delay", "messages.maintenance.delay", 5, "wake pulls when delayed messages come due"),
     ("mq maintenance: cleanup", "messages.maintenance.cleanup", 3600, "archive, Parquet export, purge, registry prune"),
     ("mq maintenance: alarms", "messages.maintenance.alarms", 60, "backlog / age / dead-letter alarms by e-mail"),
     ("mq reports: daily heap", "reports.report_heap_daily", 86400, "Spark heap report, e-mailed"),

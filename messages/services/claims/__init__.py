@@ -1,0 +1,57 @@
+"""Claims: lease a consumer's next messages of one (topic, group), one module per delivery
+mode (queue, serial, sharded). A claim is one short transaction; nothing waits holding a lock.
+
+Locking (MySQL/MariaDB at READ COMMITTED, PostgreSQL; SQLite serializes writers):
+- `queue` takes rows with `SELECT ... FOR UPDATE SKIP LOCKED`: concurrent claimers skip each
+  other's rows instead of waiting, and never see the same row.
+- `serial` and `sharded` first lock their group's row in `topics_topicgroup`, so the "who is
+  first / which key is free" decision is made by one claimer at a time.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import NamedTuple
+
+from django.utils import timezone
+
+from messages import sql
+from messages.models import Message
+from messages.services.claims.queue import claim_queue
+from messages.services.claims.serial import claim_serial
+from messages.services.claims.sharded import claim_sharded
+from mqcenter.core.auth import Principal
+from registry.services import rank_cache
+from topics.cache import topic_cache
+from topics.models import DeliveryMode
+from topics.services import group_ensure, topic_require_biz
+
+
+class Claim(NamedTuple):
+    messages: list[Message]
+    # When nothing was claimed: when the group's next delayed message comes due (None if
+    # nothing is delayed), so a waiting pull wakes for it.
+    next_due: datetime | None
+
+
+def messages_claim(*, principal: Principal, topic: str, group: str, consumer: str, max_messages: int) -> Claim:
+    """One claim attempt for `consumer`: up to `max_messages` deliverable messages leased to
+    it. Raises Forbidden for a topic of another business line."""
+    topic_row = topic_cache.get(topic)
+    if topic_row is None:
+        return Claim([], None)  # consumers may start before anyone produced
+    topic_require_biz(principal, topic_row)
+    if topic_row.paused:
+        return Claim([], None)
+    topic_group = topic_row.group_rows.get(group)  # type: ignore[attr-defined]
+    if topic_group is None:
+        topic_group = group_ensure(topic=topic_row, name=group)
+    now = timezone.now()
+    rank = rank_cache.rank(consumer, topic, group)
+    if topic_group.mode == DeliveryMode.SERIAL:
+        claimed = claim_serial(topic_group.pk, topic, group, consumer=consumer, rank=rank, now=now)
+    elif topic_group.mode == DeliveryMode.SHARDED:
+        claimed = claim_sharded(topic_group.pk, topic, group, consumer=consumer, rank=rank, limit=max_messages, now=now)
+    else:
+        claimed = claim_queue(topic, group, consumer=consumer, rank=rank, limit=max_messages, now=now)
+    return Claim(claimed, None) if claimed else Claim([], sql.next_due(topic, group, now))

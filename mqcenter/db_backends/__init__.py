@@ -1,1 +1,0 @@
-"""Database backends: Django's own, each with the broker's one change (see the module)."""
