@@ -32,7 +32,8 @@ MESSAGE_SCHEMA = T.StructType(
         T.StructField("add_time", T.TimestampType()),
         T.StructField("update_time", T.TimestampType()),
         # The "pulled" events rows hold (see `trace.row_pulls`): a hand-off's, and with
-        # lease_owner a claim's. Null in older rows and exports.
+        # lease_owner a claim's. Null when the row holds no such event, or the export has no
+        # such column.
         T.StructField("handed_to", T.StringType()),
         T.StructField("lease_owner", T.StringType()),
         T.StructField("pulled_at", T.TimestampType()),
@@ -154,8 +155,8 @@ def live_traces(spark: SparkSession, source: JdbcSource, *, where: str) -> DataF
 
 
 def conform(df: DataFrame, schema: T.StructType) -> DataFrame:
-    """Select and cast to the reports' schema, so every source unions by name. A column an
-    older export lacks (one added to the message row since) reads as null."""
+    """Select and cast to the reports' schema, so every source unions by name. A column a
+    source lacks reads as null."""
     return df.select(*[
         (F.col(f.name) if f.name in df.columns else F.lit(None)).cast(f.dataType).alias(f.name)
         for f in schema.fields

@@ -87,7 +87,7 @@ def run_trace_report(config: ReportConfig, progress: Progress | None = None) -> 
     keep = (F.col("add_time") >= F.lit(since)) & (F.col("add_time") < F.lit(until))
     messages = _messages(spark, config, where=window, keep=keep)
     # Events of a message never precede its production; only these events are counted
-    # (the others, such as the `produced` rows of messages stored before `producer`, change none).
+    # (the others, such as `produced` trace rows, change none).
     used = ", ".join(f"'{e}'" for e in trace.USED_EVENTS)
     traces = extract.union_unique(
         extract.live_traces(spark, config.source, where=f"at >= {sql_datetime(since)} AND event IN ({used})"),

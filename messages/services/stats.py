@@ -139,7 +139,7 @@ def _flush_batch(*, now: datetime, batch: int) -> tuple[int, bool]:
 def _flush_produced_batch(*, now: datetime, batch: int) -> tuple[int, bool]:
     """Count "produced" from the message rows after the message watermark, as
     `_flush_batch` counts trace events (a message's "produced" event is its row, see
-    `Message.producer`; rows without a producer were counted from their trace row). A
+    `Message.producer`; a row without a producer is counted from its "produced" trace row). A
     message deleted or archived before the flush reached it is not counted."""
     settled = now - timedelta(seconds=SETTLE_SECONDS)
     with transaction.atomic():

@@ -33,10 +33,10 @@ def traces_of(messages: DataFrame, traces: DataFrame) -> DataFrame:
 
 
 def row_pulls(messages: DataFrame) -> DataFrame:
-    """The "pulled" events message rows hold, which no trace row does: a produce's hand-off
-    stored before session 15 (`handed_to`, at its add_time, first attempt) and the pull of
-    the delivery a claim or a later hand-off leased it for (`pulled_at`, by its lease_owner,
-    in its attempt). Shaped as `traces_of` answers (no event id)."""
+    """The "pulled" events message rows hold, which no trace row does: a hand-off's
+    (`handed_to`, at its add_time, first attempt) and the pull of the delivery a claim
+    leased it for (`pulled_at`, by its lease_owner, in its attempt). Shaped as `traces_of`
+    answers (no event id)."""
     def pulls(where: Column, actor: str, at: str, attempt: Column) -> DataFrame:
         return messages.where(where).select(
             F.lit(None).cast("long").alias("id"),

@@ -125,7 +125,7 @@ def test_it_shows_a_message_with_its_trace_in_order(admin_api, producer_api, con
 
 
 def test_a_message_stored_with_its_produced_trace_row_shows_one_produced_event(admin_api, producer_api, orders):
-    # Stored before messages carried their producer: the "produced" event is a trace row.
+    # A message without a producer: its "produced" event is a trace row.
     [entry] = produce(producer_api, {"topic": "orders", "data": 1})
     row = Message.objects.get(id=entry["id"])
     Message.objects.filter(id=row.id).update(producer=None)
@@ -138,8 +138,8 @@ def test_a_message_stored_with_its_produced_trace_row_shows_one_produced_event(a
 
 
 def test_a_message_handed_off_by_its_produce_shows_the_pulled_event_its_row_holds(admin_api, producer_api, orders):
-    # As a produce's hand-off stored it in sessions 12 to 14: leased, `handed_to` set, and
-    # no trace row (since then a hand-off holds its pull in `pulled_at`, as a claim does).
+    # A row with `handed_to` set holds its first "pulled" event (the consumer, at its add
+    # time, attempt 1): leased, and no trace row.
     [entry] = produce(producer_api, {"topic": "orders", "data": 1})
     Message.objects.filter(id=entry["id"]).update(status="RUNNING", attempt=1, lease_owner="c7", handed_to="c7")
 

@@ -49,13 +49,13 @@ def test_it_never_counts_an_event_twice_when_flushed_again() -> None:
     assert totals("orders")["produced"] == 7
 
 
-def test_it_counts_produced_from_message_rows_and_from_the_trace_rows_of_older_messages() -> None:
-    # Two messages stored before messages carried their producer: "produced" is a trace row.
-    legacy = produce("orders", 2)
-    Message.objects.filter(id__in=legacy).update(producer=None)
+def test_it_counts_produced_from_message_rows_and_from_produced_trace_rows() -> None:
+    # Two messages without a producer: their "produced" event is a trace row.
+    traced = produce("orders", 2)
+    Message.objects.filter(id__in=traced).update(producer=None)
     MessageTrace.objects.bulk_create(
         MessageTrace(message_id=i, event="produced", actor="old", at=timezone.now(), status_after="NEW")
-        for i in legacy
+        for i in traced
     )
     new = produce("orders", 3)
     settle_trace()
