@@ -1,4 +1,6 @@
-"""`python -m bench all|dblimit|peers|produce|e2e|latency|backlog|longpoll|console|serving|soak|baselines|report`.
+"""`python -m bench FIGURE...`: FIGURE is all, baselines, dblimit, peers, produce, e2e, latency,
+backlog, longpoll, console, serving, soak or report; several run in the order given
+(`python -m bench baselines produce e2e`).
 
 Options: `--scale toy|small|full` (default small), `--repeats N`, `--soak-seconds S`,
 `--soak-rate R`, `--serving NAME` (which SERVINGS entry serves the broker; default uvicorn2),
@@ -24,7 +26,7 @@ FIGURES = ["baselines", "produce", "e2e", "latency", "backlog", "longpoll", "con
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
-    parser.add_argument("figure", choices=["all", "report", "dblimit", "peers", *FIGURES])
+    parser.add_argument("figures", nargs="+", metavar="figure", choices=["all", "report", "dblimit", "peers", *FIGURES])
     parser.add_argument("--scale", default="small", choices=["toy", "small", "full"])
     parser.add_argument("--repeats", type=int)
     parser.add_argument("--soak-seconds", type=float)
@@ -46,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats:
         scale = dataclasses.replace(scale, repeats=args.repeats)
     results = Results(path=RESULTS_DIR / "results.json").load()
-    if args.figure != "report":
+    if args.figures != ["report"]:
         command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])
         meta = results.data.setdefault("meta", {})
         meta.setdefault("commands", []).append({
@@ -67,7 +69,10 @@ def main(argv: list[str] | None = None) -> int:
         "serving": lambda: serving.serving(scale, results),
         "soak": lambda: soak.soak(scale, results, args.soak_seconds, args.soak_rate),
     }
-    chosen = FIGURES if args.figure == "all" else [] if args.figure == "report" else [args.figure]
+    chosen: list[str] = []
+    for figure in args.figures:
+        names = FIGURES if figure == "all" else [] if figure == "report" else [figure]
+        chosen += [name for name in names if name not in chosen]
     failed: list[str] = []
     for name in chosen:
         print(f"== {name} ({scale.name}) load {os.getloadavg()[0]:.1f}", flush=True)

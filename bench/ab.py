@@ -5,7 +5,7 @@ Each TREE is a checkout of MQ Center with a `.venv` (for an older commit: `git w
 drains N messages once per tree, in turn (`load.sdk_e2e_rate`: 4 SDK consumer processes, no-op
 handlers, a broker started from that tree's code), so a shared machine's drift falls on every
 tree alike; a change's effect is the ratio of the medians, which a full run cannot isolate
-(the machine differs from one session to the next far more than a change moves the figure).
+(a machine differs from one day to the next far more than a change moves the figure).
 Prints a JSON line per drain (rate, CPU µs per message by part), then the medians. Not part of
 `bench all`; never run it next to the test suite or another bench.
 """

@@ -7,10 +7,10 @@ statements as the broker's hot paths, at READ COMMITTED:
   FOR UPDATE SKIP LOCKED` + `UPDATE ... RUNNING` (one commit), then `UPDATE ... SUCCESS`
   (one commit), until the backlog is empty.
 `traces=True` also does the trace work MQ Center does, in the same transactions: the claim's
-UPDATE stores the pull in the row (`pulled_at`, rank, total; session 14), the ack writes
+UPDATE stores the pull in the row (`pulled_at`, rank, total), the ack writes
 "acked" trace rows. That is the same durable work as the broker, which the plain figure
 leaves out. A produce writes no trace row (a message's "produced" event is its row), so the
-insert is the broker's whole durable work as it stands.
+insert is the broker's whole durable work for a produce.
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def _claim_worker(database: str, traces: bool, start_at: float, out: Any) -> Non
 
 # MariaDB's deadlock and lock-wait errors: the transaction was rolled back and may simply run
 # again, as the broker's own claims and acks do (`mqcenter.core.db.retry_on_lock_conflict`). Four
-# claimers at once meet one now and then (seen once in CI, session 7).
+# claimers at once meet one now and then.
 RETRYABLE = (1213, 1205)
 
 

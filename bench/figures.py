@@ -1,4 +1,4 @@
-"""The figures of issue 7: each runs `scale.repeats` times and stores median / min / max."""
+"""The figures of `python -m bench`: each runs `scale.repeats` times and stores median / min / max."""
 
 from __future__ import annotations
 
@@ -173,7 +173,7 @@ def backlog_figure(scale: Scale, results: Results) -> None:
     """Both brokers run at once and their runs alternate (empty, big, empty, big, ...): the
     machine's drift over a few minutes moved either side by more than the 20% judged. And
     three times the usual runs: one broker's p50 varies ±12% from run to run (10 runs of 200
-    samples on the empty table, session 6), so 3 runs a side left the ratio to chance."""
+    samples on the empty table), so 3 runs a side would leave the ratio to chance."""
     samples = max(scale.latency_samples, 50)
     empty = _started("bench")
     big = None
@@ -227,9 +227,9 @@ def console(scale: Scale, results: Results) -> None:
 
 
 def longpoll(scale: Scale, results: Results) -> None:
-    """On the broker as served by default (every figure's serving): each process answers the
-    pulls waiting on it, those of another process through the board and Redis. Then the burst
-    again on one process, where every hand-off stays in memory (the figure until session 17)."""
+    """On the broker as served by default (every figure's serving: two processes, each with
+    the pulls it accepted waiting on it), then the same burst on one process, reported as
+    info: the difference is what waking pulls in another process costs."""
     runs, steady, single = [], [], []
     broker = _started("bench_lp")
     try:

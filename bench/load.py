@@ -105,9 +105,9 @@ def put_history(broker: BenchBroker, topic: str, messages: int = HISTORY) -> Non
     """Finished (SUCCESS) messages of `topic` in the broker's table, as a table a broker has
     been running on holds: nothing to claim, but its file is past the first megabyte. A new
     InnoDB table's file grows a few pages at a time up to 1 MB (~2,100 of these rows), then a
-    megabyte at a time; measured on this machine (session 18), a 500-row INSERT took 13-21 ms
-    in that first megabyte against 6-7 ms after it, and a burst of 1,000 hand-offs, whose
-    produce is one such INSERT of 1,000 rows, answered its last pull ~20 ms later."""
+    megabyte at a time; on this machine a 500-row INSERT takes 13-21 ms in that first
+    megabyte against 6-7 ms after it, so a long-poll burst (one produce of 1,000 rows)
+    would answer its last pull ~20 ms later on a new table (`python -m bench longpoll`)."""
     sql_fill(broker, topic, messages, status="SUCCESS")
 
 

@@ -1,4 +1,4 @@
-"""Issue 8's soak: producers and SDK consumers at half the measured maximum throughput.
+"""The soak: producers and SDK consumers at half the measured maximum throughput.
 
 The maximum is measured first, with producers and consumers together as the soak runs them,
 in two steps of CAPACITY_SECONDS each. First the paced producers offer the end-to-end drain
@@ -6,8 +6,8 @@ maximum (this run's `mq_e2e` median, or OFFERED_DEFAULT when the figure runs alo
 4 SDK consumer processes handle what they can; then they offer what was handled. Producing
 faster than the consumers keep up costs CPU the consumers lack, so the first step
 underrates the maximum; the second step's handled rate (after its first window) is the
-maximum. (Half the drain maximum alone, the rule until session 6, left the producers' own
-work out: on 2 cores that rate was ~60% of what both together carry, not half.)
+maximum. (Half the drain maximum alone would leave the producers' own work out: on 2 cores
+that rate is ~60% of what both together carry, not half.)
 `--soak-rate R` skips the measurement.
 
 Then the soak: a paced producer (4 threads, every 100 ms a batch of what the schedule owes)

@@ -149,8 +149,8 @@ if REDIS_URL:
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 # No channel layer: no socket sends to another (console pages re-read the database, SDK
-# wake-ups ride registry/wakeups.py). With channels-redis configured, every socket also
-# listened on Redis and was dropped the moment Redis went away.
+# wake-ups ride registry/wakeups.py), so a WebSocket does not depend on Redis and survives
+# a Redis restart.
 CHANNEL_LAYERS: dict[str, dict[str, object]] = {}
 
 # --- auth, sessions, security ------------------------------------------------------------
@@ -262,8 +262,8 @@ MQ_LEASE_GRACE_SECONDS = env_int("MQ_LEASE_GRACE_SECONDS", 5)
 MQ_HEARTBEAT_SECONDS = env_int("MQ_HEARTBEAT_SECONDS", 10)
 # Long-polls are woken by produce; this bounds the wait when a wake-up is lost.
 # (0.5 s while the Redis subscriber is down; jittered.)
-# 20 s: with 1,000 pulls waiting, a 5 s re-check cost a fifth of a core and 170 new database
-# connections a second for nothing, and tripled the wake latency (bench longpoll).
+# 20 s: with 1,000 pulls waiting, a 5 s re-check costs a fifth of a core and 170 new database
+# connections a second for nothing, and triples the wake latency (`python -m bench longpoll`).
 MQ_FALLBACK_POLL_SECONDS = float(os.environ.get("MQ_FALLBACK_POLL_SECONDS", "20.0"))
 MQ_MAX_RETRY_DELAY_SECONDS = env_int("MQ_MAX_RETRY_DELAY_SECONDS", 86400)
 MQ_ADVERTISED_URL = os.environ.get("MQ_ADVERTISED_URL", "")

@@ -152,8 +152,8 @@ def live_traces(spark: SparkSession, source: JdbcSource, *, where: str) -> DataF
 
 
 def conform(df: DataFrame, schema: T.StructType) -> DataFrame:
-    """Select and cast to the reports' schema, so every source unions by name. A column an
-    older export lacks (one added to the message row since) reads as null."""
+    """Select and cast to the reports' schema, so every source unions by name. A column a
+    source lacks reads as null."""
     return df.select(*[
         (F.col(f.name) if f.name in df.columns else F.lit(None)).cast(f.dataType).alias(f.name)
         for f in schema.fields

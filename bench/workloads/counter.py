@@ -1,11 +1,11 @@
 """How every system's no-op handler in the bench counts what it handled.
 
-One Redis INCR per message made the bookkeeping the biggest part of a "no-op" handler:
-in session 12, py-spy put 63% of an SDK consumer process's samples in it (~90 µs a
-message, ~22% of the machine's CPU at the drain's rate), for MQ Center and for every peer,
-while the database-limit baseline it is judged against counts nothing. The handler now
-adds to an in-process count, and a thread adds that count to Redis every FLUSH_SECONDS: a
-drain ends at most FLUSH_SECONDS late, against drains of 10 s and more. A process that ends
+A no-op handler adds to an in-process count, and a thread adds that count to Redis every
+FLUSH_SECONDS: a drain ends at most FLUSH_SECONDS late, against drains of 10 s and more. One
+Redis INCR per message would make the bookkeeping the biggest part of a "no-op" handler
+(py-spy during `python -m bench e2e`: 63% of an SDK consumer process's samples, ~90 µs a
+message), for MQ Center and every peer alike, while the database-limit baseline they are
+judged against counts nothing. A process that ends
 (django-q2 replaces each worker after 500 tasks) flushes what it counted as it exits.
 """
 

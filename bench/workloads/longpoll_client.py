@@ -7,11 +7,11 @@ them (status, how many messages, the first one's data) and prints the results as
 
 A thousand consumers would each run on their own machine; here they share one process, so
 whatever the client spends per answer delays every answer after it, and the figure would be
-the client's, not the broker's. Measured on 2 cores (session 15): on aiohttp the client spent
-~100 us of CPU per answer against the broker's ~60-80 us, so it took longer to read the
-thousand answers than the broker took to write them (the broker's last answer left before
-the client had read its 700th). Hence a bare asyncio protocol on uvloop, which in the hot
-path only finds the end of the answer and notes the time; parsing waits until the end.
+the client's, not the broker's. An HTTP client library spends more CPU per answer than the
+broker does writing it (aiohttp: ~100 us against the broker's ~60-80 us on 2 cores), so it
+would read the thousand answers slower than the broker writes them. Hence a bare asyncio
+protocol on uvloop (~35 us per answer), which in the hot path only finds the end of the
+answer and notes the time; parsing waits until the end.
 (uvloop comes with uvicorn[standard], the broker's own server.)
 """
 

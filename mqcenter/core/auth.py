@@ -243,8 +243,8 @@ def token_throttle_wait(token: str) -> float | None:
     seconds until its window ends.
 
     The count is shared by every broker process, but not added to on every request: a round
-    trip to Redis was ~0.5 ms of a ~5.5 ms delivery and ~10 % of a small produce's CPU
-    (session 10). Each process adds its requests at least every THROTTLE_SYNC_SECONDS and
+    trip to Redis would be ~0.5 ms of a ~5.5 ms delivery and ~10 % of a small produce's CPU
+    (`python -m bench latency`, `python -m bench produce`). Each process adds its requests at least every THROTTLE_SYNC_SECONDS and
     every 1 % of the limit, and on every request once the count it knows is within 1 % of
     the limit, so the limit holds exactly for small limits and to within 1 % per process
     for large ones.

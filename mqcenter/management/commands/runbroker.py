@@ -40,7 +40,8 @@ class Command(BaseCommand):
             timeout_graceful_shutdown=5,
             # uvicorn formats each access-log line's fields before the logger drops it at the
             # default level: ~5% of the event loop's time answering a thousand long-polls
-            # (py-spy, session 7). And no "server: uvicorn" header on every answer.
+            # (py-spy during `python -m bench longpoll`). And no "server: uvicorn" header on
+            # every answer.
             access_log=options["log_level"] in ("info", "debug", "trace"),
             server_header=False,
         )
