@@ -172,10 +172,6 @@ class Serving:
 SERVINGS = {
     "uvicorn1": Serving("runbroker (uvicorn, 1 worker)", "runbroker", 1),
     "uvicorn2": Serving("runbroker (uvicorn, 2 workers)", "runbroker", 2),
-    "uvicorn2-django": Serving("runbroker (uvicorn, 2 workers), pull/ack/produce through Django (no fast path)",
-                               "runbroker", 2, env=(("MQ_FAST_PATH", "0"),)),
-    "uvicorn2-asgi": Serving("runbroker (uvicorn, 2 workers), everything through Django's ASGI handler", "runbroker",
-                             2, env=(("MQ_HTTP_HANDLER", "asgi"), ("MQ_FAST_PATH", "0"))),
     "gunicorn-uvicorn2": Serving("gunicorn + UvicornWorker, 2 workers (the same ASGI app as runbroker)", "gunicorn-uvicorn", 2),
     "gthread2x8": Serving("gunicorn gthread (WSGI), 2 workers x 8 threads", "gunicorn-gthread", 2, 8),
     "gthread2x32": Serving("gunicorn gthread (WSGI), 2 workers x 32 threads", "gunicorn-gthread", 2, 32),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import time
 from typing import Any
@@ -20,7 +19,6 @@ from bench.common import (
     cpu_seconds,
     mysql_connect,
     percentile,
-    redis_client,
     summary,
 )
 
@@ -282,23 +280,17 @@ def _max_connections() -> int:
     return value
 
 
-def _waiting(topic: str, group: str = "default") -> int:
-    """Pulls of (topic, group) waiting in all the broker's processes: the live tickets on the
-    hand-off board (`messages/services/handoff.py`), where each process lists its waiting
-    pulls in the bench's Redis. A process's /metrics counts only its own pulls. Live: not
-    past its wait, and of a process whose "alive" key is there (not a broker stopped since)."""
-    from registry.wakeups import alive_key
-
-    redis, now, tickets = redis_client(), time.time(), 0
-    alive: dict[bytes, bool] = {}
-    pair = re.sub(r"([][*?\\])", r"\\\1", json.dumps([topic, group]))  # as a glob: [ ] * ? \ escaped
-    for key in redis.scan_iter(f"mqcenter:offers:*{pair}", count=1000):
-        for ticket in redis.lrange(key, 0, -1):
-            ends, _, _, process, _ = ticket.split(b"|", 4)
-            if process not in alive:
-                alive[process] = bool(redis.exists(alive_key(process.decode())))
-            tickets += float(ends) > now and alive[process]
-    return tickets
+def _waiting(broker: BenchBroker) -> int:
+    """Pulls waiting in all the broker's processes, as each reported at its last heartbeat
+    (every second: MQ_LEASE_RECOVERY_SECONDS). A process's /metrics counts only its own."""
+    conn = mysql_connect(broker.database)
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT COALESCE(SUM(waiting_pulls), 0) FROM mq_registry_broker "
+                    "WHERE last_heartbeat >= UTC_TIMESTAMP(6) - INTERVAL 3 SECOND")
+        return int(cur.fetchone()[0])
+    finally:
+        conn.close()
 
 
 def _db_connections_total() -> int:
@@ -335,10 +327,10 @@ def waiting_pulls(broker: BenchBroker, topic: str, count: int) -> tuple[subproce
     if client.stdout.readline().strip() != "ready":
         raise RuntimeError("the long-poll client did not start")
     deadline = time.monotonic() + 12
-    waiting = _waiting(topic)
+    waiting = _waiting(broker)
     while waiting < count and time.monotonic() < deadline:
         time.sleep(0.2)
-        waiting = _waiting(topic)
+        waiting = _waiting(broker)
     return client, waiting
 
 

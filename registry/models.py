@@ -40,6 +40,8 @@ class BrokerNode(models.Model):
     pid = models.IntegerField(default=0)
     started_at = models.DateTimeField()
     last_heartbeat = models.DateTimeField(db_index=True)
+    # Long-polls waiting in the process at its last heartbeat.
+    waiting_pulls = models.IntegerField(default=0)
 
     class Meta:
         db_table = "mq_registry_broker"

@@ -1,9 +1,10 @@
 """This broker process's background loop: lease recovery, and heartbeats into the registry.
 
-Started by the ASGI lifespan (one per server process). Every broker process runs it, so
-expired leases come back within about MQ_LEASE_RECOVERY_SECONDS even when nobody pulls
-their group and no Celery worker runs; several processes doing it at once is safe (SKIP
-LOCKED). The heartbeat runs only for a process with an advertised URL.
+Started by the ASGI lifespan (one per server process). Every broker process runs it each
+MQ_LEASE_RECOVERY_SECONDS, so expired leases come back within about that long even when
+nobody pulls their group and no Celery worker runs; several processes doing it at once is
+safe (SKIP LOCKED). A process with an advertised URL also heartbeats each round, with the
+number of long-polls waiting in it.
 """
 
 from __future__ import annotations
@@ -45,19 +46,16 @@ class BrokerNodeLoop:
 
     def _run(self) -> None:
         from messages.services import leases_recover
+        from registry.wakeups import wakeup_hub
 
-        interval = settings.MQ_LEASE_RECOVERY_SECONDS
-        beats_every = max(1, round(settings.MQ_HEARTBEAT_SECONDS / interval))
-        tick = 0
         while not self._stop.is_set():
             try:
                 close_old_connections()
-                if self.identity is not None and tick % beats_every == 0:
-                    broker_heartbeat(**self.identity)
+                if self.identity is not None:
+                    broker_heartbeat(**self.identity, waiting_pulls=wakeup_hub().waiting_count())
                 while leases_recover(limit=RECOVERY_BATCH) == RECOVERY_BATCH and not self._stop.is_set():
                     pass
             except Exception as exc:  # noqa: BLE001 - the database may be down; keep trying
                 logger.warning("broker node loop: %s", exc)
                 connection.close()
-            tick += 1
-            self._stop.wait(interval)
+            self._stop.wait(settings.MQ_LEASE_RECOVERY_SECONDS)

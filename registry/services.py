@@ -204,13 +204,11 @@ def broker_identity(url: str) -> dict[str, Any]:
     return {"node_id": f"{host}:{os.getpid()}:{url}", "url": url, "host": host, "pid": os.getpid()}
 
 
-def broker_heartbeat(*, node_id: str, url: str, host: str, pid: int) -> None:
+def broker_heartbeat(*, node_id: str, url: str, host: str, pid: int, waiting_pulls: int = 0) -> None:
+    """This broker process is alive, with `waiting_pulls` long-polls waiting in it."""
     now = timezone.now()
-    BrokerNode.objects.update_or_create(
-        node_id=node_id,
-        defaults={"url": url, "host": host, "pid": pid, "last_heartbeat": now},
-        create_defaults={"url": url, "host": host, "pid": pid, "last_heartbeat": now, "started_at": now},
-    )
+    values = {"url": url, "host": host, "pid": pid, "last_heartbeat": now, "waiting_pulls": waiting_pulls}
+    BrokerNode.objects.update_or_create(node_id=node_id, defaults=values, create_defaults={**values, "started_at": now})
 
 
 def broker_leave(*, node_id: str) -> None:

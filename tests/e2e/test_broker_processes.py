@@ -75,25 +75,6 @@ def test_it_wakes_a_pull_waiting_on_another_broker_process(two_brokers: Any) -> 
     assert result["at"] - sent_at < 1.0
 
 
-def test_a_produce_hands_its_message_to_a_pull_waiting_on_another_broker_process(two_brokers: Any) -> None:
-    """Not a wake-up and a claim: the producing process leases the message to the pull in its
-    own transaction (PRODUCED and PULLED carry one time) and sends it to the pull's process."""
-    server, first, second = two_brokers
-    with server.client(first) as consumer, server.client(second) as producer:
-        produce(producer, "handed", "warm-up")  # the topic exists; the warm-up is claimed below
-        consumer.post("/api/v1/pull", json={"topic": "handed", "consumer": "c3", "max_messages": 10})
-        thread, result = pull_later(consumer, {"topic": "handed", "consumer": "c3", "wait_seconds": 20})
-        time.sleep(0.5)  # the pull is now waiting, its ticket listed
-        stored = produce(producer, "handed", {"crossed": True})
-        thread.join(timeout=25)
-        [delivered] = result["response"].json()["messages"]
-        trace = producer.get(f"/api/v1/messages/{stored['id']}").json()["trace"]
-    assert (delivered["id"], delivered["data"], delivered["attempt"]) == (stored["id"], {"crossed": True}, 1)
-    produced, pulled = trace[0], trace[1]
-    assert (produced["event"], pulled["event"], pulled["actor"]) == ("produced", "pulled", "c3")
-    assert produced["at"] == pulled["at"], "claimed after a wake-up, not handed off"
-
-
 def test_it_answers_an_empty_list_when_the_wait_ends(two_brokers: Any) -> None:
     server, first, _ = two_brokers
     with server.client(first) as client:
