@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection, connections, transaction
 from django.utils import timezone
 
+from mqcenter.celery import app as celery_app
 from mqcenter.core.auth import Principal
 from mqcenter.core.errors import InvalidRequest, NotFound
 from reports.models import ReportRun
@@ -64,9 +65,7 @@ def report_run_create(
         actor=actor[:200],
     )
     if enqueue:
-        from reports.tasks import report_run_task
-
-        transaction.on_commit(lambda: report_run_task.delay(run.id))
+        transaction.on_commit(lambda: celery_app.send_task("reports.report_run", args=[run.id]))
     return run
 
 

@@ -18,6 +18,7 @@ from django.utils import timezone
 from messages.filters import MessageFilter
 from messages.models import BulkJob, Message, MessageTrace, Status, TraceEvent
 from messages.services.trace import trace_row, trace_write
+from mqcenter.celery import app as celery_app
 from mqcenter.core.audit import audit_record
 from mqcenter.core.auth import Principal
 from mqcenter.core.dates import parse_iso_datetime
@@ -182,8 +183,6 @@ def _delete_batch(principal: Principal, rows) -> int:  # type: ignore[no-untyped
 
 def bulk_job_create(*, principal: Principal, kind: str, filter: MessageFilter | None) -> BulkJob:
     """Record a job and start it after commit (a Celery worker runs `bulk_job_run`)."""
-    from messages.tasks import bulk_job_task
-
     assert filter is not None
     with transaction.atomic():
         job = BulkJob.objects.create(
@@ -191,7 +190,7 @@ def bulk_job_create(*, principal: Principal, kind: str, filter: MessageFilter | 
             biz_ids=sorted(principal.biz_ids) if principal.biz_ids is not None else None,
         )
         audit_record(actor=principal.name, action=f"bulk.{kind}", target=job, after=job.filter)
-        transaction.on_commit(lambda: bulk_job_task.delay(job.id))
+        transaction.on_commit(lambda: celery_app.send_task("messages.bulk_job", args=[job.id]))
     return job
 
 
