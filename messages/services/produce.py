@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from messages.models import Message, Status
@@ -127,7 +127,12 @@ def messages_produce(*, principal: Principal, items: list[ProduceItem]) -> list[
     # transaction: a batch that fits in one statement skips START TRANSACTION and COMMIT,
     # two of its three round trips. A bigger batch takes a transaction, so that it is still
     # stored all or nothing.
-    one_statement = insert_statements(sum(len(groups) for _, _, groups in targets), return_ids=True) == 1
+    # Inside a caller's transaction the insert takes a savepoint: a dedup key already stored
+    # fails it, and PostgreSQL would otherwise abort the caller's whole transaction.
+    one_statement = (
+        insert_statements(sum(len(groups) for _, _, groups in targets), return_ids=True) == 1
+        and not connection.in_atomic_block
+    )
     for attempt in range(DEDUP_RACE_RETRIES + 1):
         try:
             with contextlib.nullcontext() if one_statement else transaction.atomic():
