@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse
-from django.views.decorators.csrf import csrf_exempt
+from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
@@ -37,8 +36,8 @@ from messages.serializers import (
     trace_event,
 )
 from mqcenter.core.auth import IsAdminToken
-from mqcenter.core.db import db_run
 from mqcenter.core.errors import InvalidRequest
+from mqcenter.longpoll import SCOPE_KEY, LongPollState, ParkedPull
 
 ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 409, 413, 429, 503)}
 
@@ -82,9 +81,8 @@ class MessagesView(APIView):
 
 
 class PullView(APIView):
-    """POST /api/v1/pull. DRF authenticates, rate-limits and parses the request and applies
-    the acks it carries, as for any view, in one call on a database thread; the long-poll
-    then waits on the event loop (`as_view` answers an async view), holding no thread."""
+    """POST /api/v1/pull: one attempt of the long-poll (see mqcenter/longpoll.py, which waits
+    between attempts and keeps a park from the client)."""
 
     @extend_schema(
         operation_id="pull",
@@ -92,35 +90,24 @@ class PullView(APIView):
         responses={200: PullResponseSerializer, **ERRORS},
         description="Claim deliverable messages; long-polls up to wait_seconds for the first.",
     )
-    def post(self, request: Request) -> Response:
+    def post(self, request: Request) -> HttpResponse:
         args = validation.pull_request(request.data)
         outcomes = services.acks_before_pull(
             principal=request.user, topic=args["topic"], consumer=args["consumer"], results=args.pop("results")
         )
-        return _PreparedPull(request.user, args, outcomes)
+        wait = args.pop("wait_seconds")
+        # The long-poll layer's state: absent without it (the pull answers after one claim).
+        longpoll: LongPollState | None = request.META.get("asgi.scope", {}).get(SCOPE_KEY)
+        remaining = min(wait, longpoll.remaining) if longpoll is not None else 0.0
 
-    @classmethod
-    def as_view(cls, **initkwargs: Any) -> Any:
-        prepare = super().as_view(**initkwargs)
+        def attempt(remaining: float) -> tuple[list[Any], float | None]:
+            return services.messages_pull(principal=request.user, wait_remaining=remaining, **args)
 
-        async def pull(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            prepared = await db_run(prepare, request, *args, **kwargs)
-            if not isinstance(prepared, _PreparedPull):
-                return prepared  # DRF's answer: an error body
-            messages = await services.messages_pull(principal=prepared.principal, **prepared.args)
-            return HttpResponse(pull_answer(messages, prepared.outcomes), content_type="application/json")
-
-        pull.cls = prepare.cls  # type: ignore[attr-defined] # read by the OpenAPI generator
-        pull.initkwargs = prepare.initkwargs  # type: ignore[attr-defined]
-        return csrf_exempt(pull)
-
-
-class _PreparedPull(Response):
-    """What the DRF half of a pull hands its async half: never sent."""
-
-    def __init__(self, principal: Any, args: dict[str, Any], outcomes: list[dict[str, Any]] | None) -> None:
-        super().__init__()
-        self.principal, self.args, self.outcomes = principal, args, outcomes
+        messages, park = attempt(remaining)
+        if park is not None and longpoll is not None:
+            longpoll.park = (park, ParkedPull(attempt, lambda claimed: pull_answer(claimed, outcomes)))
+            return HttpResponse(status=204)
+        return HttpResponse(pull_answer(messages, outcomes), content_type="application/json")
 
 
 class AckView(APIView):

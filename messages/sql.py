@@ -9,11 +9,12 @@ from the ORM (PostgreSQL plans it well; SQLite takes no row locks and serializes
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from django.db import connection
+from django.db import DatabaseError, connection, transaction
 from django.db.models import DateTimeField, Field, JSONField, Max, Min, Model
 from django.db.models.base import ModelState
 
@@ -24,6 +25,30 @@ MESSAGE_COLUMNS = ", ".join(f"`{f.column}`" for f in Message._meta.concrete_fiel
 
 def is_mysql() -> bool:
     return connection.vendor == "mysql"
+
+
+@contextmanager
+def short_transaction() -> Iterator[None]:
+    """One short transaction of the hot path (a claim, an ack).
+
+    On MySQL/MariaDB in autocommit, `START TRANSACTION` ... `COMMIT` in SQL: Django's `atomic`
+    would also switch the session's autocommit off before and on after, two more round trips
+    of a claim's five. Inside a caller's transaction, or on other databases, `atomic` (a
+    savepoint there). `transaction.on_commit` callbacks need `atomic`: not for use here.
+    """
+    if connection.in_atomic_block or not is_mysql():
+        with transaction.atomic():
+            yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("START TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            with suppress(DatabaseError):  # the connection may be what failed
+                cursor.execute("ROLLBACK")
+            raise
+        cursor.execute("COMMIT")
 
 
 # --- reading message rows without the ORM's per-query and per-row machinery ---------------
@@ -122,6 +147,16 @@ def next_due(topic: str, group: str, now: datetime) -> datetime | None:
         .values_list("effect_time", flat=True)
         .first()
     )
+
+
+def lock_group(group_pk: int) -> None:
+    """Lock a group's row for the caller's transaction (serial and sharded claims decide one
+    at a time per group). SQLite has no row locks: its writers queue for the database."""
+    if not connection.features.has_select_for_update:
+        return
+    table = connection.ops.quote_name("topics_topicgroup")
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT id FROM {table} WHERE id = %s FOR UPDATE", [group_pk])  # noqa: S608 - a quoted table name
 
 
 def group_head(topic: str, group: str, status: str) -> Message | None:

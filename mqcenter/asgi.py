@@ -1,13 +1,10 @@
 """ASGI entry point of a broker process: HTTP (Django), WebSockets (Channels) and the
 lifespan (the broker's background loop: lease recovery and registry heartbeats).
 
-HTTP is served by Django twice over, with the same settings, middleware and URLs:
-- the long-poll pull (`/api/v1/pull`, an async view) by Django's ASGI handler, so a waiting
-  pull is a coroutine that holds no thread and no database connection;
-- every other request by Django's WSGI handler on a pool of MQ_HTTP_THREADS threads
-  (a2wsgi): measured with `python -m bench serving`, sync DRF views served that way answer
-  ~1.5x the produce rate of Django's ASGI handler, which hops threads per sync middleware
-  and view.
+HTTP requests run Django's WSGI handler on a pool of MQ_HTTP_THREADS threads (a2wsgi): sync
+DRF views served that way answer ~1.5x the produce rate of Django's ASGI handler, which hops
+threads for each sync middleware and view (`python -m bench serving`). A long-poll pull waits
+between its attempts on the event loop (`mqcenter.longpoll`), holding no thread.
 """
 
 from __future__ import annotations
@@ -17,32 +14,22 @@ from typing import Any
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mqcenter.settings")
 
-from django.core.asgi import get_asgi_application
+from django.core.wsgi import get_wsgi_application
 
-django_asgi_app = get_asgi_application()
+django_wsgi = get_wsgi_application()
 
 from a2wsgi import WSGIMiddleware  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
-from django.core.wsgi import get_wsgi_application  # noqa: E402
 
+from mqcenter.longpoll import LongPoll  # noqa: E402
 from mqcenter.routing import websocket_urlpatterns  # noqa: E402
-
-ASYNC_PATHS = frozenset({"/api/v1/pull"})
 
 sockets = URLRouter(websocket_urlpatterns)
 # Console sockets ride on the session cookie, so their Origin must be ours; API sockets
 # (/ws/v1/...) authenticate with a bearer token and come from SDKs that send no Origin.
 console_sockets = AllowedHostsOriginValidator(sockets)
-django_wsgi_app = WSGIMiddleware(get_wsgi_application(), workers=settings.MQ_HTTP_THREADS)  # type: ignore[arg-type]
-
-
-async def http(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    if scope["path"] in ASYNC_PATHS:
-        await django_asgi_app(scope, receive, send)
-    else:
-        await django_wsgi_app(scope, receive, send)
 
 
 async def websocket(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -52,6 +39,7 @@ async def websocket(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await console_sockets(scope, receive, send)
 
 
+http = LongPoll(WSGIMiddleware(django_wsgi, workers=settings.MQ_HTTP_THREADS))  # type: ignore[arg-type]
 router = ProtocolTypeRouter({"http": http, "websocket": websocket})
 
 

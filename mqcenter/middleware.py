@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
-from whitenoise.middleware import WhiteNoiseMiddleware
 
 from mqcenter.core.errors import INTERNAL_ERROR, error_response, mq_error_from
 
@@ -23,30 +20,15 @@ class ApiGuardMiddleware:
 
     Oversized bodies are refused from their Content-Length before Django reads them, and an
     exception no view handled (the database going away mid-request, for one) is rendered as
-    the API.md error body. Sync and async: the long-poll pull runs in an async chain.
+    the API.md error body.
     """
 
-    sync_capable = async_capable = True
-
-    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
-        if iscoroutinefunction(get_response):
-            markcoroutinefunction(self)
 
-    def __call__(self, request: HttpRequest) -> Any:
-        if iscoroutinefunction(self):
-            return self._acall(request)
+    def __call__(self, request: HttpRequest) -> HttpResponse:
         if not request.path.startswith(API_PREFIXES):
             return self.get_response(request)
-        return self._refusal(request) or self._checked(self.get_response(request))
-
-    async def _acall(self, request: HttpRequest) -> HttpResponse:
-        if not request.path.startswith(API_PREFIXES):
-            return await self.get_response(request)
-        return self._refusal(request) or self._checked(await self.get_response(request))
-
-    @staticmethod
-    def _refusal(request: HttpRequest) -> HttpResponse | None:
         try:
             length = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
@@ -58,10 +40,7 @@ class ApiGuardMiddleware:
                 f"The request body is {length} bytes; this broker accepts at most "
                 f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE}.",
             )
-        return None
-
-    @staticmethod
-    def _checked(response: HttpResponse) -> HttpResponse:
+        response = self.get_response(request)
         if response.status_code == 404 and not response.get("Content-Type", "").startswith(
             "application/json"
         ):
@@ -76,25 +55,3 @@ class ApiGuardMiddleware:
             return error_response(err.status, err.code, err.message, err.details)
         logger.exception("unhandled error on %s", request.path)
         return error_response(500, *INTERNAL_ERROR)
-
-
-class StaticFilesMiddleware(WhiteNoiseMiddleware):
-    """WhiteNoise's static files, in sync and async chains alike: WhiteNoise's middleware is
-    sync only, which would send every long-poll through a thread hop to pass it."""
-
-    sync_capable = async_capable = True
-
-    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
-        super().__init__(get_response)
-        if iscoroutinefunction(get_response):
-            markcoroutinefunction(self)
-
-    def __call__(self, request: HttpRequest) -> Any:
-        if iscoroutinefunction(self):
-            return self._acall(request)
-        return super().__call__(request)
-
-    async def _acall(self, request: HttpRequest) -> HttpResponse:
-        if request.path_info.startswith(self.static_prefix):
-            return await sync_to_async(super().__call__)(request)
-        return await self.get_response(request)

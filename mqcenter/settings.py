@@ -63,7 +63,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "mqcenter.middleware.ApiGuardMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "mqcenter.middleware.StaticFilesMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -101,7 +101,10 @@ DATABASES = {
         # Kept between requests (a new connection costs ~1.5 ms a call), but only up to
         # MQ_DB_KEEP_CONNECTIONS per process (mqcenter/core/db.py).
         conn_max_age=env_int("DB_CONN_MAX_AGE", 300),
-        conn_health_checks=True,
+        # No ping before each request's first query (a round trip of every produce, pull and
+        # ack): a connection the server dropped (a restart) fails one request with 503, and
+        # Django closes it at that request's end.
+        conn_health_checks=False,
     )
 }
 _db = DATABASES["default"]
@@ -246,10 +249,8 @@ MQ_MAX_PULL = env_int("MQ_MAX_PULL", 500)
 MQ_MAX_WAIT_SECONDS = env_int("MQ_MAX_WAIT_SECONDS", 30)
 MQ_AUTO_CREATE_TOPICS = env_bool("MQ_AUTO_CREATE_TOPICS", True)
 MQ_DB_KEEP_CONNECTIONS = env_int("MQ_DB_KEEP_CONNECTIONS", 24)
-# Threads (and so database connections) per broker process for the claims of long-polling
-# pulls (mqcenter/core/db.py `db_run`); 0 runs them on the caller's thread (tests).
-MQ_DB_THREADS = env_int("MQ_DB_THREADS", 16)
-# Threads per broker process serving every other HTTP request (Django under WSGI).
+# Threads per broker process running Django (under WSGI): every request, and each attempt of
+# a long-poll pull (between attempts a pull waits on the event loop, holding no thread).
 MQ_HTTP_THREADS = env_int("MQ_HTTP_THREADS", 64)
 # Every broker process takes back expired leases this often (registry/node.py).
 MQ_LEASE_RECOVERY_SECONDS = float(os.environ.get("MQ_LEASE_RECOVERY_SECONDS", "1.0"))

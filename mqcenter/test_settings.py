@@ -15,7 +15,3 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast tes
 DATABASES["default"].setdefault("TEST", {})["NAME"] = os.environ.get(  # noqa: F405
     "MQ_TEST_DB_NAME", "test_mqcenter"
 )
-
-# Django's test client runs a test inside one transaction on the test's own thread: the
-# long-poll's claims must run there too to see the test's rows.
-MQ_DB_THREADS = 0

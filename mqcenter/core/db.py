@@ -1,24 +1,20 @@
-"""Database helpers: retrying transactions that lost a lock race, keeping the number of
-persistent connections bounded, and database calls from coroutines."""
+"""Database helpers: retrying transactions that lost a lock race, and keeping the number of
+persistent connections bounded."""
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import random
 import threading
 import time
 import weakref
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import (
     DEFAULT_DB_ALIAS,
     OperationalError,
-    close_old_connections,
     connection,
     connections,
 )
@@ -92,37 +88,3 @@ def cap_persistent_connections(**kwargs: object) -> None:
     if open_now > settings.MQ_DB_KEEP_CONNECTIONS:
         current.close()
 
-
-# --- database calls from coroutines ------------------------------------------------------
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-async def db_run(fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
-    """Run a blocking call that uses the database, for a coroutine (the long-poll pull).
-
-    On a pool of MQ_DB_THREADS threads, so however many pulls wait, at most that many
-    database connections are open for them. Around each call a connection that broke (the
-    database restarted) or outlived CONN_MAX_AGE is dropped, as Django does around a
-    request. With MQ_DB_THREADS = 0 the call runs on the thread that called into the event
-    loop (asgiref's thread-sensitive mode): what Django's test client needs to share the
-    test's transaction.
-    """
-    if settings.MQ_DB_THREADS == 0:
-        return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
-    global _pool
-    if _pool is None:
-        with _pool_lock:
-            if _pool is None:
-                _pool = ThreadPoolExecutor(settings.MQ_DB_THREADS, thread_name_prefix="mq-db")
-    call = functools.partial(_with_connection, fn, *args, **kwargs)
-    return await asyncio.get_running_loop().run_in_executor(_pool, call)
-
-
-def _with_connection(fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
-    close_old_connections()
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        close_old_connections()

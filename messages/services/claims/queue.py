@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db import transaction
-
 from messages import sql
 from messages.models import Message
 from messages.services import lifecycle
@@ -18,6 +16,6 @@ def claim_queue(
 ) -> list[Message]:
     """The group's oldest deliverable messages in (effect_time, id) order, skipping rows
     other claimers hold."""
-    with transaction.atomic():
+    with sql.short_transaction():
         rows = sql.claimable_rows(topic, group, now, limit, lock=True)
         return lifecycle.lease(rows, consumer=consumer, rank=rank, now=now) if rows else []

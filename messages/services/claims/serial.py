@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db import transaction
-
 from messages import sql
 from messages.models import Message, Status
 from messages.services import lifecycle
 from mqcenter.core.db import retry_on_lock_conflict
-from topics.models import TopicGroup
 
 
 @retry_on_lock_conflict
@@ -18,8 +15,8 @@ def claim_serial(
     group_pk: int, topic: str, group: str, *, consumer: str, rank: tuple[int | None, int | None], now: datetime
 ) -> list[Message]:
     """The group's lowest-id unfinished message, once nothing of the group is running."""
-    with transaction.atomic():
-        TopicGroup.objects.select_for_update().filter(pk=group_pk).values_list("pk").first()
+    with sql.short_transaction():
+        sql.lock_group(group_pk)
         if sql.group_head(topic, group, Status.RUNNING) is not None:
             return []
         head = sql.group_head(topic, group, Status.NEW)

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db import transaction
 from django.db.models import Min
 
 from messages import sql
 from messages.models import Message, Status
 from messages.services import lifecycle
 from mqcenter.core.db import retry_on_lock_conflict
-from topics.models import TopicGroup
 
 # Look this many times further down the backlog than asked, for keys that are free.
 SHARD_LOOKAHEAD = 4
@@ -25,8 +23,8 @@ def claim_sharded(
 ) -> list[Message]:
     """Deliverable messages whose key has nothing running and nothing earlier waiting."""
     scope = {"topic": topic, "group_name": group}
-    with transaction.atomic():
-        TopicGroup.objects.select_for_update().filter(pk=group_pk).values_list("pk").first()
+    with sql.short_transaction():
+        sql.lock_group(group_pk)
         candidates = sql.claimable_rows(topic, group, now, limit * SHARD_LOOKAHEAD, lock=False)
         keys = {m.key for m in candidates if m.key is not None}
         busy = set(
