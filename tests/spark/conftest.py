@@ -16,8 +16,8 @@ from django.core import mail
 from django.test import override_settings
 
 from messages.models import ArchiveExport, Message, MessageArchive, MessageTrace
-from messages.services import reports
 from messages.services.archive import archive_export
+from reports import services as reports
 from reports.models import ReportRun
 from tests.spark.world import SINCE, UNTIL, World, generate
 from topics.models import Topic
