@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from spark import extract, load
 from spark.extract import MESSAGE_SCHEMA, TRACE_SCHEMA, JdbcSource, sql_datetime
 from spark.session import spark_session
-from spark.transform import heap, trace
+from spark.transform import KEYS, asof, heap, trace
 
 Progress = Callable[[int, str], None]
 
@@ -136,32 +136,40 @@ def run_heap_report(config: ReportConfig, progress: Progress | None = None) -> d
     since, until = _utc_naive(config.since), _utc_naive(config.until)
     spark = spark_session(master=config.master)
     step("session ready")
-    # Unfinished messages, and any message produced or finished in the window (finishing
-    # updates update_time, so a message finished in the window was updated in it).
+    # Messages produced before `until` that are unfinished now or changed since `since`
+    # (every change updates update_time): the others were finished all through the window.
     relevant = (
-        f"status IN ('NEW', 'RUNNING') OR add_time >= {sql_datetime(since)}"
-        f" OR update_time >= {sql_datetime(since)}"
+        f"(status IN ('NEW', 'RUNNING') OR add_time >= {sql_datetime(since)}"
+        f" OR update_time >= {sql_datetime(since)}) AND add_time < {sql_datetime(until)}"
     )
-    keep = (F.col("add_time") >= F.lit(since)) | (F.col("update_time") >= F.lit(since))
+    keep = ((F.col("add_time") >= F.lit(since)) | (F.col("update_time") >= F.lit(since))) & (
+        F.col("add_time") < F.lit(until)
+    )
     messages = _persisted(_messages(spark, config, where=relevant, keep=keep))
-    in_window = f"at >= {sql_datetime(since)} AND at < {sql_datetime(until)}"
-    finishing = f"({in_window}) AND event IN ('acked', 'dead', 'lease_expired')"
-    traces = extract.union_unique(
-        extract.live_traces(spark, config.source, where=finishing),
-        extract.archived(spark, config.archive_traces, TRACE_SCHEMA).where(
-            (F.col("at") >= F.lit(since)) & (F.col("at") < F.lit(until))
-        ),
-    )
     persisted = [messages]
     try:
+        first = messages.agg(F.min("id")).first()[0]
         step(f"read {messages.count()} messages")
-        finished = heap.finishes(messages, traces, since=since, until=until)
-        flow_df = _persisted(heap.hourly_flow(messages, finished, since=since, until=until))
+        # Every event of these messages, of any time: the state as of `until` is the one
+        # their last event before it left (a past window's end is not the state of today).
+        lowest = int(first) if first is not None else 0
+        traces = extract.union_unique(
+            extract.live_traces(spark, config.source, where=f"message_id >= {lowest}"),
+            extract.archived(spark, config.archive_traces, TRACE_SCHEMA).where(F.col("message_id") >= lowest),
+        )
+        events = _persisted(
+            traces.join(messages.select(F.col("id").alias("message_id")), "message_id", "inner")
+            .unionByName(trace.row_pulls(messages).drop(*KEYS))
+        )
+        persisted.append(events)
+        state = asof.state_as_of(messages, events, as_of=until)
+        finished = heap.finishes(messages, events, since=since, until=until)
+        reentered = asof.reentries(events, since=since, until=until)
+        flow_df = _persisted(heap.hourly_flow(messages, reentered, finished, since=since, until=until))
         persisted.append(flow_df)
         flow = load.rows(flow_df, order=["topic", "group_name", "hour"])
         step("hourly flow")
-        hours = max((until - since).total_seconds() / 3600.0, 1e-9)
-        summary_df = _persisted(heap.heap_summary(messages, flow_df, as_of=until, window_hours=hours))
+        summary_df = _persisted(heap.heap_summary(state, flow_df, as_of=until))
         persisted.append(summary_df)
         summary = load.rows(summary_df, order=["topic", "group_name"])
         step("summary")
@@ -170,6 +178,8 @@ def run_heap_report(config: ReportConfig, progress: Progress | None = None) -> d
     finally:
         for df in persisted:
             df.unpersist()
+    shown = {(row["topic"], row["group"]) for row in summary}
+    flow = [row for row in flow if (row["topic"], row["group"]) in shown]
     return {
         "kind": "heap",
         "since": since.isoformat(),
