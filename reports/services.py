@@ -210,6 +210,8 @@ def report_result_visible(*, principal: Principal, result: dict[str, Any] | None
     for name in ("groups", "attempts", "reasons", "consumers", "hourly", "alarms"):
         if name in result:
             visible[name] = [row for row in result[name] if row.get("topic") in allowed]
+    if "thresholds" in result:
+        visible["thresholds"] = {t: n for t, n in result["thresholds"].items() if t in allowed}
     if "messages" in result:
         visible["messages"] = sum(row["messages"] for row in visible.get("groups", []))
     return visible

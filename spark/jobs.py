@@ -188,6 +188,7 @@ def run_heap_report(config: ReportConfig, progress: Progress | None = None) -> d
         "groups": summary,
         "hourly": load.hourly_series(flow, since=since, until=until),
         "alarms": alarms,
+        "thresholds": {topic: int(limit) for topic, limit in sorted(config.thresholds.items()) if limit},
         "seconds": round(time.monotonic() - started, 3),
     }
 
