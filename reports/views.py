@@ -13,6 +13,7 @@ from mqcenter.models import ConsoleRole
 from reports.charts import heap_chart_png, trace_chart_png
 from reports.formatting import heap_verdicts, trace_verdicts
 from reports.models import ReportRun
+from reports.preflight import report_requirements_missing
 from reports.services import report_result_visible, report_run_create, report_run_get
 
 RECENT_RUNS = 50
@@ -26,6 +27,7 @@ def report_list(request: HttpRequest) -> HttpResponse:
         "runs": runs,
         "active": any(run.state in ACTIVE for run in runs),
         "may_run": console_principal(request.user, ConsoleRole.OPERATOR) is not None,
+        "missing": report_requirements_missing(),
     }, partial="runs")
 
 
@@ -36,6 +38,7 @@ def report_run_now(request: HttpRequest) -> HttpResponse:
         kind=request.POST.get("kind", ""),
         since=moment_from_form(request.POST.get("since"), "since"),
         until=moment_from_form(request.POST.get("until"), "until"),
+        topics=[t.strip() for t in request.POST.get("topic", "").split(",") if t.strip()],
         actor=request.console.principal.name,
     )
     return htmx_redirect(request, reverse("console:report", args=[run.id]))

@@ -30,13 +30,14 @@ class Command(BaseCommand):
         parser.add_argument("kind", choices=ReportRun.Kind.values)
         parser.add_argument("--since", type=moment, help="window start, ISO 8601 (default: until - 24h)")
         parser.add_argument("--until", type=moment, help="window end, ISO 8601 (default: now)")
+        parser.add_argument("--topic", action="append", default=[], help="only this topic (repeatable)")
         parser.add_argument("--queue", action="store_true", help="hand the run to a Celery worker instead")
         parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             run = report_run_create(
-                kind=options["kind"], since=options["since"], until=options["until"],
+                kind=options["kind"], since=options["since"], until=options["until"], topics=options["topic"],
                 actor="manage.py runreport", enqueue=options["queue"],
             )
         except MQError as exc:
