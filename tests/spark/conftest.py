@@ -61,7 +61,8 @@ def _store(world: World, archive_dir: str) -> tuple[dict[str, int], dict[str, An
     with override_settings(MQ_ARCHIVE_PARQUET_DIR=archive_dir):
         exported = archive_export(now=ARCHIVED_AT + timedelta(hours=1))
     # The SQL truth, while every message is still in the live or the archive table.
-    truth = {"trace": sql_truth.trace_truth(SINCE, UNTIL), "flow": sql_truth.heap_flow_truth(SINCE, UNTIL)}
+    truth = {"trace": sql_truth.trace_truth(SINCE, UNTIL), "flow": sql_truth.heap_flow_truth(SINCE, UNTIL),
+             "state": sql_truth.heap_state_truth(UNTIL.replace(tzinfo=None))}
     # The purge: exported history leaves the database.
     MessageArchive.objects.filter(id__in=purged).delete()
     MessageTrace.objects.filter(message_id__in=purged).delete()

@@ -111,3 +111,47 @@ def heap_flow_truth(since: datetime, until: datetime) -> dict[tuple[str, str, da
         for topic, group, at, n in rows(sql, [since, until]):
             flow.setdefault((topic, group, at), [0, 0])[side] += n
     return flow
+
+
+def heap_state_truth(until: datetime) -> dict[tuple[str, str], dict[str, Any]]:
+    """Backlog, delayed, running and oldest waiting age as of `until`, per topic and group:
+    each message's status after its last event before `until` (the row's own when nothing
+    changed it since), its effect time the one that event set."""
+    retry_at = "SUBSTRING_INDEX(l.log, 'retry at ', -1)"
+    parsed = (f"CASE WHEN SUBSTRING({retry_at}, 20, 1) = '.' "
+              f"THEN STR_TO_DATE(LEFT({retry_at}, 26), '%%Y-%%m-%%dT%%H:%%i:%%s.%%f') "
+              f"ELSE STR_TO_DATE(LEFT({retry_at}, 19), '%%Y-%%m-%%dT%%H:%%i:%%s') END")
+    events = f"""(SELECT message_id, id, event, at, status_after, log FROM mq_message_trace
+      UNION ALL SELECT m.id, NULL, 'pulled', m.add_time, 'RUNNING', '' FROM {MESSAGES} m WHERE m.handed_to IS NOT NULL
+      UNION ALL SELECT m.id, NULL, 'pulled', m.pulled_at, 'RUNNING', '' FROM {MESSAGES} m WHERE m.pulled_at IS NOT NULL)"""
+    sql = f"""
+      SELECT m.topic, m.group_name,
+        CASE WHEN later.message_id IS NULL THEN m.status WHEN l.status_after IS NULL THEN 'NEW'
+             ELSE l.status_after END AS state,
+        CASE WHEN later.message_id IS NULL THEN m.effect_time
+             WHEN l.event IN ('retry_scheduled', 'lease_expired') THEN COALESCE({parsed}, l.at)
+             WHEN l.event IN ('released', 'redriven') THEN l.at
+             WHEN later.effect_changed = 0 THEN m.effect_time
+             ELSE COALESCE(l.at, m.add_time) END AS effect
+      FROM {MESSAGES} m
+      LEFT JOIN (SELECT * FROM (SELECT e.*, ROW_NUMBER() OVER (PARTITION BY message_id
+                   ORDER BY at DESC, COALESCE(id, 1e18) DESC) AS rn FROM {events} e WHERE at < %s) x
+                 WHERE rn = 1) l ON l.message_id = m.id
+      LEFT JOIN (SELECT message_id, MAX(event IN ('retry_scheduled', 'lease_expired', 'released', 'redriven',
+                   'edited')) AS effect_changed FROM {events} e WHERE at >= %s GROUP BY message_id) later
+                ON later.message_id = m.id
+      WHERE m.add_time < %s"""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for topic, group, state, effect in rows(sql, [until, until, until]):
+        item = groups.setdefault((topic, group), {"backlog": 0, "delayed": 0, "running": 0, "oldest": None})
+        if state == "NEW" and effect <= until:
+            item["backlog"] += 1
+            item["oldest"] = effect if item["oldest"] is None else min(item["oldest"], effect)
+        elif state == "NEW":
+            item["delayed"] += 1
+        elif state == "RUNNING":
+            item["running"] += 1
+    for item in groups.values():
+        oldest = item.pop("oldest")
+        item["oldest_age_seconds"] = (until - oldest).total_seconds() if oldest else None
+    return groups

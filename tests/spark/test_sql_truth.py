@@ -46,3 +46,14 @@ def test_the_heap_flow_matches_sql_over_the_tables(heap_run: dict[str, Any], sto
     expected = {(t, g, h.replace(tzinfo=None) if h.tzinfo else h): v for (t, g, h), v in truth.items()}
     assert got == expected
     assert any(v[0] for v in expected.values()) and any(v[1] for v in expected.values())
+
+
+def test_the_heap_as_of_until_matches_sql_over_the_tables(heap_run: dict[str, Any], stored: dict[str, Any]) -> None:
+    truth = stored["sql_truth"]["state"]
+    got = {(g["topic"], g["group"]): g for g in heap_run["run"].result["groups"]}
+    empty = {"backlog": 0, "delayed": 0, "running": 0, "oldest_age_seconds": None}
+    for key, row in got.items():
+        for name, value in truth.get(key, empty).items():
+            assert close(row[name], value), (key, name, row[name], value)
+    waiting = {k for k, v in truth.items() if v["backlog"] or v["delayed"] or v["running"]}
+    assert waiting and waiting <= set(got)
