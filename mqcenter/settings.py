@@ -291,6 +291,9 @@ MQ_REPORT_EMAILS = env_list("MQ_REPORT_EMAILS")
 # Spark reads the default database unless this JDBC URL is set (e.g. a read replica).
 MQ_REPORT_JDBC_URL = os.environ.get("MQ_REPORT_JDBC_URL", "")
 MQ_REPORT_JDBC_PARTITIONS = env_int("MQ_REPORT_JDBC_PARTITIONS", 8)
+# A report run's Spark jobs are cancelled past this many seconds (the Celery task's own
+# limits sit a little above it).
+MQ_REPORT_TIME_LIMIT = env_int("MQ_REPORT_TIME_LIMIT", 3000)
 
 # --- Celery ------------------------------------------------------------------------------
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or REDIS_URL or "filesystem://"

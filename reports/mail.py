@@ -14,6 +14,7 @@ from django.core.mail import EmailMultiAlternatives
 from django.template.loader import render_to_string
 
 from reports.charts import heap_chart_png
+from reports.formatting import heap_verdicts
 from reports.models import ReportRun
 from topics.models import Topic
 
@@ -44,13 +45,17 @@ def _only_topic(result: dict[str, Any], topic: str) -> dict[str, Any]:
         "groups": [row for row in result.get("groups", []) if row["topic"] == topic],
         "hourly": [row for row in result.get("hourly", []) if row["topic"] == topic],
         "alarms": [row for row in result.get("alarms", []) if row["topic"] == topic],
+        "thresholds": {t: n for t, n in (result.get("thresholds") or {}).items() if t == topic},
     }
 
 
 def _send(run: ReportRun, result: dict[str, Any], *, recipients: list[str], topic: str | None) -> None:
     scope = f"topic {topic}" if topic else "all topics"
     context = {"run": run, "result": result, "scope": scope, "chart_cid": CHART_CID,
-               "groups": sorted(result.get("groups", []), key=lambda r: (-r["backlog"], r["topic"], r["group"]))}
+               "groups": sorted(result.get("groups", []), key=lambda r: (-r["backlog"], r["topic"], r["group"])),
+               "verdicts": heap_verdicts(result),
+               # Links in a mail need the console's address (MQ_ADVERTISED_URL).
+               "base_url": (getattr(settings, "MQ_ADVERTISED_URL", "") or "").rstrip("/")}
     subject = f"[MQ Center] Heap report, {scope}: {len(result.get('alarms', []))} over threshold"
     mail = EmailMultiAlternatives(
         subject=subject,

@@ -20,6 +20,8 @@ from mqcenter.celery import app as celery_app
 from mqcenter.core.auth import Principal
 from mqcenter.core.errors import InvalidRequest, NotFound
 from reports.models import ReportRun
+from reports.preflight import report_master_problem, report_requirements_missing
+from spark.session import spark_master
 
 if TYPE_CHECKING:
     from spark.extract import JdbcSource
@@ -41,7 +43,10 @@ def report_window(
     if timezone.is_naive(since) or timezone.is_naive(until):
         raise InvalidRequest("since and until need a time zone (e.g. 2026-01-01T00:00:00Z)")
     if since >= until:
-        raise InvalidRequest("since must be before until")
+        raise InvalidRequest(
+            f"the window ends ({until.isoformat()}) before it starts ({since.isoformat()}): until must be after since",
+            details={"field": "until"},
+        )
     if until - since > MAX_WINDOW:
         raise InvalidRequest("a report covers at most 366 days")
     return since, until
@@ -52,21 +57,45 @@ def report_run_create(
     kind: str,
     since: datetime | None = None,
     until: datetime | None = None,
+    topics: list[str] | tuple[str, ...] = (),
     actor: str = "",
     enqueue: bool = True,
 ) -> ReportRun:
-    """Record a queued run and, once committed, hand it to a Celery worker (`enqueue`)."""
-    if kind not in ReportRun.Kind.values:
-        raise InvalidRequest(f"unknown report {kind!r}; use trace or heap")
-    since, until = report_window(since=since, until=until)
-    run = ReportRun.objects.create(
-        kind=kind,
-        params={"since": since.isoformat(), "until": until.isoformat()},
-        actor=actor[:200],
-    )
+    """Record a queued run and, once committed, hand it to a Celery worker (`enqueue`).
+
+    Bad input (an unknown report or topic, an empty or too long window) is refused with
+    InvalidRequest, and recorded as a failed run with the reason, so the Reports page shows
+    what was asked and why it did not run.
+    """
+    params: dict[str, Any] = {
+        "since": since.isoformat() if since else None,
+        "until": until.isoformat() if until else None,
+    }
+    if topics:
+        params["topics"] = sorted(set(topics))
+    try:
+        if kind not in ReportRun.Kind.values:
+            raise InvalidRequest(f"unknown report {kind!r}; use trace or heap", details={"field": "kind"})
+        since, until = report_window(since=since, until=until)
+        _require_topics(topics)
+    except InvalidRequest as exc:
+        ReportRun.objects.create(kind=kind[:8], params=params, actor=actor[:200], state=ReportRun.State.FAILED,
+                                 error=exc.message, started_at=timezone.now(), finished_at=timezone.now())
+        raise
+    params.update(since=since.isoformat(), until=until.isoformat())
+    run = ReportRun.objects.create(kind=kind, params=params, actor=actor[:200])
     if enqueue:
         transaction.on_commit(lambda: celery_app.send_task("reports.report_run", args=[run.id]))
     return run
+
+
+def _require_topics(topics: list[str] | tuple[str, ...]) -> None:
+    from topics.models import Topic
+
+    known = set(Topic.objects.filter(name__in=list(topics)).values_list("name", flat=True))
+    unknown = sorted(set(topics) - known)
+    if unknown:
+        raise InvalidRequest(f"unknown topic {unknown[0]!r}", details={"field": "topic"})
 
 
 def report_run_get(*, run_id: int) -> ReportRun:
@@ -92,11 +121,18 @@ def report_run_execute(*, run_id: int, config: ReportConfig | None = None) -> Re
         return run
     clock = time.monotonic()
     try:
+        problems = report_requirements_missing()
+        if not problems:
+            problem = report_master_problem((config.master if config else None) or spark_master())
+            problems = [problem] if problem else []
+        if problems:
+            raise ReportUnavailable("; ".join(problems))
         from spark import jobs
 
         config = config or report_config(
             since=datetime.fromisoformat(run.params["since"]),
             until=datetime.fromisoformat(run.params["until"]),
+            topics=tuple(run.params.get("topics") or ()),
         )
         job = jobs.run_trace_report if run.kind == ReportRun.Kind.TRACE else jobs.run_heap_report
         result = job(config, lambda percent, note: _progress(run_id, percent, note))
@@ -130,6 +166,10 @@ def report_run_execute(*, run_id: int, config: ReportConfig | None = None) -> Re
             ReportRun.objects.filter(id=run_id).update(note=f"e-mail failed: {exc}"[:200])
         run.refresh_from_db()
     return run
+
+
+class ReportUnavailable(Exception):
+    """This installation cannot run the report (a part it needs is missing or unreachable)."""
 
 
 def _progress(run_id: int, percent: int, note: str) -> None:
@@ -175,7 +215,9 @@ def report_source() -> JdbcSource:
     )
 
 
-def report_config(*, since: datetime, until: datetime, source: JdbcSource | None = None) -> ReportConfig:
+def report_config(
+    *, since: datetime, until: datetime, topics: tuple[str, ...] = (), source: JdbcSource | None = None
+) -> ReportConfig:
     """The Spark job's configuration from settings: source, archive, alarm thresholds."""
     from spark.jobs import ReportConfig
     from topics.models import Topic
@@ -191,6 +233,8 @@ def report_config(*, since: datetime, until: datetime, source: JdbcSource | None
         archive_messages=os.path.join(archive, "messages") if archive else None,
         archive_traces=os.path.join(archive, "traces") if archive else None,
         thresholds=thresholds,
+        topics=topics,
+        time_limit_seconds=settings.MQ_REPORT_TIME_LIMIT or None,
     )
 
 
@@ -209,6 +253,8 @@ def report_result_visible(*, principal: Principal, result: dict[str, Any] | None
     for name in ("groups", "attempts", "reasons", "consumers", "hourly", "alarms"):
         if name in result:
             visible[name] = [row for row in result[name] if row.get("topic") in allowed]
+    if "thresholds" in result:
+        visible["thresholds"] = {t: n for t, n in result["thresholds"].items() if t in allowed}
     if "messages" in result:
         visible["messages"] = sum(row["messages"] for row in visible.get("groups", []))
     return visible

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from celery import shared_task
+from django.conf import settings
 
 from reports.services import report_run_create, report_run_execute
 
-# Spark reports take minutes on large tables: an hour before a run is considered hung.
-REPORT_LIMITS = {"soft_time_limit": 3600, "time_limit": 3660}
+# A run cancels its own Spark jobs at MQ_REPORT_TIME_LIMIT and records why; these limits,
+# a little above it, stop a worker that a run holds past that all the same (never a hung
+# worker).
+REPORT_LIMITS = {
+    "soft_time_limit": settings.MQ_REPORT_TIME_LIMIT + 120,
+    "time_limit": settings.MQ_REPORT_TIME_LIMIT + 180,
+}
 
 
 @shared_task(name="reports.report_run", ignore_result=True, acks_late=True, **REPORT_LIMITS)

@@ -11,7 +11,9 @@ from mqcenter.console import htmx_redirect, moment_from_form, render_page
 from mqcenter.core.roles import console_principal, console_view
 from mqcenter.models import ConsoleRole
 from reports.charts import heap_chart_png, trace_chart_png
+from reports.formatting import heap_verdicts, trace_verdicts
 from reports.models import ReportRun
+from reports.preflight import report_requirements_missing
 from reports.services import report_result_visible, report_run_create, report_run_get
 
 RECENT_RUNS = 50
@@ -25,6 +27,7 @@ def report_list(request: HttpRequest) -> HttpResponse:
         "runs": runs,
         "active": any(run.state in ACTIVE for run in runs),
         "may_run": console_principal(request.user, ConsoleRole.OPERATOR) is not None,
+        "missing": report_requirements_missing(),
     }, partial="runs")
 
 
@@ -35,6 +38,7 @@ def report_run_now(request: HttpRequest) -> HttpResponse:
         kind=request.POST.get("kind", ""),
         since=moment_from_form(request.POST.get("since"), "since"),
         until=moment_from_form(request.POST.get("until"), "until"),
+        topics=[t.strip() for t in request.POST.get("topic", "").split(",") if t.strip()],
         actor=request.console.principal.name,
     )
     return htmx_redirect(request, reverse("console:report", args=[run.id]))
@@ -50,6 +54,7 @@ def report_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "finished": run.state not in ACTIVE,
         "reasons_by_group": _by_group((result or {}).get("reasons", [])),
         "attempts_by_group": _by_group((result or {}).get("attempts", [])),
+        "verdicts": _verdicts(run, result),
     }, partial="progress")
 
 
@@ -59,10 +64,19 @@ def report_chart(request: HttpRequest, run_id: int) -> HttpResponse:
     result = report_result_visible(principal=request.console.principal, result=run.result)
     if run.state != ReportRun.State.DONE or result is None:
         return HttpResponse(status=404)
-    draw = heap_chart_png if run.kind == ReportRun.Kind.HEAP else trace_chart_png
-    response = HttpResponse(draw(result), content_type="image/png")
+    if run.kind == ReportRun.Kind.HEAP:
+        png = heap_chart_png(result, topic=request.GET.get("topic") or None)
+    else:
+        png = trace_chart_png(result)
+    response = HttpResponse(png, content_type="image/png")
     response["Cache-Control"] = "private, max-age=3600"  # a done run never changes
     return response
+
+
+def _verdicts(run: ReportRun, result: dict | None) -> list[dict]:
+    if run.state != ReportRun.State.DONE or not result:
+        return []
+    return heap_verdicts(result) if run.kind == ReportRun.Kind.HEAP else trace_verdicts(result)
 
 
 def _by_group(rows: list[dict]) -> list[dict]:

@@ -48,11 +48,14 @@ TRACE_SCHEMA = T.StructType(
         T.StructField("log", T.StringType()),
     ]
 )
-# Failure reasons are read from the first characters of a log only: logs may hold 4000.
+# Logs are read where a report uses them (a failure's reason, a retry's time), and only
+# their first characters: logs may hold 4000.
 LOG_CHARS = 500
+LOGGED_EVENTS = ("nacked", "retry_scheduled", "lease_expired")
 TRACE_SQL_COLUMNS = (
     "id, message_id, event, actor, at, attempt, status_after, "
-    f"CASE WHEN event = 'nacked' THEN SUBSTRING(log, 1, {LOG_CHARS}) ELSE '' END AS log"
+    f"CASE WHEN event IN ({', '.join(repr(e) for e in LOGGED_EVENTS)}) THEN SUBSTRING(log, 1, {LOG_CHARS}) "
+    "ELSE '' END AS log"
 )
 MESSAGE_SQL_COLUMNS = (
     "id, topic, group_name, status, attempt, effect_time, add_time, update_time, lease_owner, pulled_at"
@@ -171,7 +174,7 @@ def archived(spark: SparkSession, path: str | None, schema: T.StructType) -> Dat
     df = spark.read.option("basePath", path).parquet(path)
     if "log" in schema.fieldNames() and "log" in df.columns:
         df = df.withColumn(
-            "log", F.when(F.col("event") == "nacked", F.substring("log", 1, LOG_CHARS)).otherwise("")
+            "log", F.when(F.col("event").isin(*LOGGED_EVENTS), F.substring("log", 1, LOG_CHARS)).otherwise("")
         )
     return conform(df, schema)
 

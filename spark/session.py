@@ -9,8 +9,10 @@ installed besides Spark and Java.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from pyspark.sql import SparkSession
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
 DEFAULT_JDBC_JAR = "/usr/share/java/mariadb-java-client.jar"
@@ -31,6 +33,10 @@ def spark_session(*, master: str | None = None, app_name: str = "mqcenter-report
     the test session). A master asked for after the session exists is ignored by Spark; the
     first caller decides.
     """
+    # Imported here: the settings above are read where PySpark may be missing (the
+    # console's quick start says what reports need instead).
+    from pyspark.sql import SparkSession
+
     # Datetimes in the tables are naive UTC (Django's USE_TZ on MySQL): the JVMs and the
     # session must read them as UTC, whatever the machine's zone.
     utc = "-Duser.timezone=UTC"

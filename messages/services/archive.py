@@ -172,7 +172,8 @@ def export_watermark() -> datetime:
 def archive_export(*, now: datetime | None = None, max_rows: int = EXPORT_MAX_ROWS) -> dict[str, int]:
     """Append the rows archived since the last export to Parquet (incremental, bounded).
 
-    Layout under MQ_ARCHIVE_PARQUET_DIR (Hive-style partitions, read by Spark/pyarrow):
+    Layout under MQ_ARCHIVE_PARQUET_DIR (Hive-style partitions, read as one dataset by
+    Spark or pyarrow; the partition values are in the folder names, not in the files):
       messages/day=YYYY-MM-DD/topic=<name>/part-<watermark>.parquet   (day of archived_at)
       traces/day=YYYY-MM-DD/topic=<name>/part-<watermark>.parquet     (those messages' trace)
     Each run adds one file per partition it touches, named after the watermark it started
@@ -277,8 +278,10 @@ def _message_schema():  # type: ignore[no-untyped-def]
     import pyarrow as pa
 
     ts = pa.timestamp("us", tz="UTC")
+    # No topic column: the topic is the partition folder's (topic=<name>), and a column of
+    # the same name would clash with it when the directory is read as one dataset.
     return pa.schema([
-        ("id", pa.int64()), ("topic", pa.string()), ("group_name", pa.string()), ("data", pa.string()),
+        ("id", pa.int64()), ("group_name", pa.string()), ("data", pa.string()),
         ("key", pa.string()), ("headers", pa.string()), ("status", pa.string()), ("effect_time", ts),
         ("retry_remaining", pa.int32()), ("attempt", pa.int32()), ("timeout_seconds", pa.int32()),
         ("dedup_key", pa.string()), ("lease_owner", pa.string()), ("lease_expires_at", ts),
@@ -303,7 +306,7 @@ def _trace_schema():  # type: ignore[no-untyped-def]
 def _message_record(row: MessageArchive) -> dict[str, Any]:
     import json
 
-    record = {f: getattr(row, f) for f in ARCHIVE_FIELDS}
+    record = {f: getattr(row, f) for f in ARCHIVE_FIELDS if f != "topic"}
     record["headers"] = json.dumps(row.headers or {}, separators=(",", ":"))
     record["archived_at"] = row.archived_at
     return record

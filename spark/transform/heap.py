@@ -1,7 +1,7 @@
 """The heap (accumulation) report: where messages pile up, per topic and group.
 
-Inputs are `messages` (live messages not finished, plus any message produced or updated in
-the window, live or archived) and `traces` (trace events in the window). Pure functions.
+Inputs are `messages` (messages not finished, plus any message produced or updated since the
+window's start, live or archived) and their events. Pure functions.
 """
 
 from __future__ import annotations
@@ -35,49 +35,66 @@ def finishes(messages: DataFrame, traces: DataFrame, *, since: datetime, until: 
 
 
 def hourly_flow(
-    messages: DataFrame, finished: DataFrame, *, since: datetime, until: datetime
+    messages: DataFrame, reentered: DataFrame, finished: DataFrame, *, since: datetime, until: datetime
 ) -> DataFrame:
-    """Inflow (produced) and outflow (finished) per topic, group and hour of the window."""
-    inflow = (
-        messages.where((F.col("add_time") >= F.lit(since)) & (F.col("add_time") < F.lit(until)))
-        .groupBy(*KEYS, F.date_trunc("hour", "add_time").alias("hour"))
-        .agg(F.count("*").alias("inflow"))
-    )
+    """Inflow and outflow per topic, group and hour of the window.
+
+    Inflow: messages that became unfinished, produced or redriven/requeued after they had
+    finished (`reentered`, rows of message_id and at); outflow: messages that finished. A
+    redriven message that fails again thus flows in and out twice, and the flow balances
+    the heap's change.
+    """
+    keys = messages.select(F.col("id").alias("message_id"), *KEYS)
+    produced = messages.where(
+        (F.col("add_time") >= F.lit(since)) & (F.col("add_time") < F.lit(until))
+    ).select(*KEYS, F.col("add_time").alias("at"))
+    entered = produced.unionByName(reentered.join(keys, "message_id", "inner").select(*KEYS, "at"))
+    inflow = entered.groupBy(*KEYS, F.date_trunc("hour", "at").alias("hour")).agg(F.count("*").alias("inflow"))
     outflow = finished.groupBy(*KEYS, F.date_trunc("hour", "at").alias("hour")).agg(
         F.count("*").alias("outflow")
     )
     return inflow.join(outflow, [*KEYS, "hour"], "full").fillna({"inflow": 0, "outflow": 0})
 
 
-def heap_summary(
-    messages: DataFrame, flow: DataFrame, *, as_of: datetime, window_hours: float
-) -> DataFrame:
-    """One row per topic and group: backlog now, oldest deliverable age, flow rates, growth
-    trend and estimated time to drain.
+def heap_summary(state: DataFrame, flow: DataFrame, *, as_of: datetime) -> DataFrame:
+    """One row per topic and group with anything waiting, running or flowing: the heap as of
+    `as_of`, flow rates, growth trend and estimated time to drain.
 
+    `state` is each message's status and effect time as of `as_of` (`asof.state_as_of`).
     backlog: NEW and deliverable (effect_time <= as_of); delayed: NEW, not yet deliverable.
-    oldest_age_seconds: how long the oldest deliverable message has been waiting since it
-    became deliverable. drain_hours: backlog / (outflow - inflow) per hour at the window's
-    average rates; 0 without a backlog, null when the backlog does not shrink. trend: growing
-    or shrinking when in and out differ by more than 1% of the larger, else steady.
+    oldest_age_seconds: how long the oldest deliverable message had been waiting since it
+    became deliverable. Rates are per active hour: an hour of the window in which the group
+    had inflow or outflow, so a burst is not diluted by idle hours. drain_hours: backlog /
+    (outflow - inflow) per active hour; 0 without a backlog, null when the backlog does not
+    shrink. trend: growing or shrinking when in and out differ by more than 1% of the
+    larger, else steady.
     """
     deliverable = (F.col("status") == "NEW") & (F.col("effect_time") <= F.lit(as_of))
-    state = messages.groupBy(*KEYS).agg(
+    heap = state.groupBy(*KEYS).agg(
         F.sum(F.when(deliverable, 1).otherwise(0)).alias("backlog"),
         F.sum(F.when((F.col("status") == "NEW") & ~deliverable, 1).otherwise(0)).alias("delayed"),
         F.sum(F.when(F.col("status") == "RUNNING", 1).otherwise(0)).alias("running"),
         F.min(F.when(deliverable, F.col("effect_time"))).alias("oldest_effect_time"),
     )
-    totals = flow.groupBy(*KEYS).agg(F.sum("inflow").alias("inflow"), F.sum("outflow").alias("outflow"))
-    hours = F.lit(float(window_hours))
+    totals = flow.groupBy(*KEYS).agg(
+        F.sum("inflow").alias("inflow"),
+        F.sum("outflow").alias("outflow"),
+        F.sum(F.when((F.col("inflow") + F.col("outflow")) > 0, 1).otherwise(0)).alias("active_hours"),
+    )
+    hours = F.col("active_hours")
+
+    def per_hour(column: Column) -> Column:
+        return F.when(hours > 0, column / hours).otherwise(F.lit(0.0))
+
     joined = (
-        state.join(totals, KEYS, "full")
-        .fillna({"backlog": 0, "delayed": 0, "running": 0, "inflow": 0, "outflow": 0})
+        heap.join(totals, KEYS, "full")
+        .fillna({"backlog": 0, "delayed": 0, "running": 0, "inflow": 0, "outflow": 0, "active_hours": 0})
+        .where((F.col("backlog") + F.col("delayed") + F.col("running") + F.col("inflow") + F.col("outflow")) > 0)
         .withColumn("as_of", F.lit(as_of).cast("timestamp"))
         .withColumn("oldest_age_seconds", seconds_between("as_of", "oldest_effect_time"))
-        .withColumn("inflow_per_hour", F.col("inflow") / hours)
-        .withColumn("outflow_per_hour", F.col("outflow") / hours)
-        .withColumn("growth_per_hour", (F.col("inflow") - F.col("outflow")) / hours)
+        .withColumn("inflow_per_hour", per_hour(F.col("inflow")))
+        .withColumn("outflow_per_hour", per_hour(F.col("outflow")))
+        .withColumn("growth_per_hour", per_hour(F.col("inflow") - F.col("outflow")))
     )
     net_drain = F.col("outflow_per_hour") - F.col("inflow_per_hour")
     # Within 1% of the traffic, in and out balance: "steady", not a trend.

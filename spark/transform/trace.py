@@ -16,7 +16,7 @@ from spark.transform import KEYS, percentile_columns, seconds_between
 STATUSES = ("SUCCESS", "FAIL", "TIMEOUT", "NEW", "RUNNING")
 FINISH_EVENTS = ("acked", "nacked")
 # The events the trace report reads; the others (produced, edited, ...) change no figure.
-USED_EVENTS = ("pulled", "acked", "nacked", "lease_expired")
+USED_EVENTS = ("pulled", "acked", "nacked", "lease_expired", "released")
 NO_REASON = "(no reason given)"
 REASON_CHARS = 200
 
@@ -128,22 +128,39 @@ def failure_reasons(events: DataFrame, *, top: int = 5) -> DataFrame:
 
 
 def consumer_load(events: DataFrame) -> DataFrame:
-    """Load and failure rate per consumer instance: deliveries pulled, acked, nacked."""
+    """Load and failure rate per consumer instance.
+
+    deliveries: pulls (each hand-off or claim of a message to the consumer); released: of
+    those, handed back unstarted (no attempt spent); attempts: deliveries - released;
+    acked, nacked: its answers; expired: its deliveries whose lease ran out (the broker
+    writes the expiry; it is blamed on the consumer whose pull it ended); failure_rate:
+    (nacked + expired) / (acked + nacked + expired), null before any attempt ended.
+    Deliveries still running count in deliveries and attempts only.
+    """
+    order = Window.partitionBy("message_id").orderBy(F.col("at"), F.coalesce(F.col("id"), F.lit(2**62)))
+    holder = F.last(F.when(F.col("event") == "pulled", F.col("actor")), ignorenulls=True).over(order)
+    blamed = events.withColumn(
+        "consumer", F.when(F.col("event") == "lease_expired", holder).otherwise(F.col("actor"))
+    )
+
+    def count(event: str) -> Column:
+        return F.sum(F.when(F.col("event") == event, 1).otherwise(0))
+
     counts = (
-        events.where(F.col("event").isin("pulled", *FINISH_EVENTS))
-        .groupBy(*KEYS, F.col("actor").alias("consumer"))
-        .agg(
-            F.sum(F.when(F.col("event") == "pulled", 1).otherwise(0)).alias("deliveries"),
-            F.sum(F.when(F.col("event") == "acked", 1).otherwise(0)).alias("acked"),
-            F.sum(F.when(F.col("event") == "nacked", 1).otherwise(0)).alias("nacked"),
-        )
+        blamed.where(F.col("event").isin("pulled", "released", "lease_expired", *FINISH_EVENTS)
+                     & F.col("consumer").isNotNull())
+        .groupBy(*KEYS, "consumer")
+        .agg(count("pulled").alias("deliveries"), count("released").alias("released"),
+             count("acked").alias("acked"), count("nacked").alias("nacked"),
+             count("lease_expired").alias("expired"))
+        .withColumn("attempts", F.col("deliveries") - F.col("released"))
     )
     processing = (
         deliveries(events)
         .groupBy(*KEYS, F.col("actor").alias("consumer"))
         .agg(*percentile_columns("processing", "processing")[:1])
     )
-    finished = F.col("acked") + F.col("nacked")
+    ended = F.col("acked") + F.col("nacked") + F.col("expired")
     return counts.join(processing, [*KEYS, "consumer"], "left").withColumn(
-        "failure_rate", F.when(finished > 0, F.col("nacked") / finished)
+        "failure_rate", F.when(ended > 0, (F.col("nacked") + F.col("expired")) / ended)
     )

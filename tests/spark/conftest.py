@@ -16,9 +16,10 @@ from django.core import mail
 from django.test import override_settings
 
 from messages.models import ArchiveExport, Message, MessageArchive, MessageTrace
-from messages.services import reports
 from messages.services.archive import archive_export
+from reports import services as reports
 from reports.models import ReportRun
+from tests.spark import sql_truth
 from tests.spark.world import SINCE, UNTIL, World, generate
 from topics.models import Topic
 
@@ -47,7 +48,7 @@ def _split(world: World) -> tuple[list[dict[str, Any]], list[dict[str, Any]], se
     return live, archived, purged
 
 
-def _store(world: World, archive_dir: str) -> dict[str, int]:
+def _store(world: World, archive_dir: str) -> tuple[dict[str, int], dict[str, Any]]:
     live, archived, purged = _split(world)
     for name, threshold in THRESHOLDS.items():
         Topic.objects.create(name=name, backlog_alarm_threshold=threshold, alarm_emails=ALARM_EMAILS.get(name, []))
@@ -59,10 +60,13 @@ def _store(world: World, archive_dir: str) -> dict[str, int]:
                                       for t in world.traces if not t["in_row"]])
     with override_settings(MQ_ARCHIVE_PARQUET_DIR=archive_dir):
         exported = archive_export(now=ARCHIVED_AT + timedelta(hours=1))
+    # The SQL truth, while every message is still in the live or the archive table.
+    truth = {"trace": sql_truth.trace_truth(SINCE, UNTIL), "flow": sql_truth.heap_flow_truth(SINCE, UNTIL),
+             "state": sql_truth.heap_state_truth(UNTIL.replace(tzinfo=None))}
     # The purge: exported history leaves the database.
     MessageArchive.objects.filter(id__in=purged).delete()
     MessageTrace.objects.filter(message_id__in=purged).delete()
-    return {"live": len(live), "archived": len(archived), "purged": len(purged), **exported}
+    return {"live": len(live), "archived": len(archived), "purged": len(purged), **exported}, truth
 
 
 def _clean() -> None:
@@ -77,9 +81,9 @@ def stored(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) 
     archive_dir = tmp_path_factory.mktemp("archive")
     with django_db_blocker.unblock():
         _clean()
-        counts = _store(world, str(archive_dir))
+        counts, truth = _store(world, str(archive_dir))
     try:
-        yield {"world": world, "archive_dir": str(archive_dir), "counts": counts}
+        yield {"world": world, "archive_dir": str(archive_dir), "counts": counts, "sql_truth": truth}
     finally:
         with django_db_blocker.unblock():
             _clean()

@@ -62,13 +62,24 @@ def test_it_renders_a_done_report_as_tables_and_a_chart(trace_run: dict[str, Any
     heap = heap_run["run"]
     html = client.get(f"/reports/{heap.id}/").content.decode()
     assert 'id="heap-groups"' in html and 'id="heap-alarms"' in html
-    assert f'src="/reports/{heap.id}/chart.png"' in html
+    topics = sorted({row["topic"] for row in heap.result["groups"]})
+    for topic in topics:  # a chart per topic, and a verdict
+        assert f'src="/reports/{heap.id}/chart.png?topic={topic}"' in html
+    verdicts = html[html.index('id="verdicts"'):html.index("</ul>", html.index('id="verdicts"'))]
+    assert verdicts.count("<li>") == len(topics) and "does not drain at current rates" in verdicts
     for row in heap.result["groups"]:
         assert f"<td>{row['topic']}</td><td>{row['group']}</td><td class=\"num\">{row['backlog']}</td>" in html
-    chart = client.get(f"/reports/{heap.id}/chart.png")
+        # each row links to the console's message list, filtered to it
+        link = f'href="/messages/?topic={row["topic"]}&amp;group={row["group"]}&amp;status=NEW"'
+        assert link in html
+    listed = client.get("/messages/?topic=orders&group=default&status=NEW")
+    assert listed.status_code == 200
+    chart = client.get(f"/reports/{heap.id}/chart.png?topic=orders")
     assert chart.status_code == 200 and chart["Content-Type"] == "image/png" and chart.content.startswith(b"\x89PNG")
     trace = client.get(f"/reports/{trace_run['run'].id}/").content.decode()
     assert 'id="trace-groups"' in trace and 'id="trace-consumers"' in trace and "db timeout" in trace
+    assert 'id="verdicts"' in trace and 'id="consumer-definitions"' in trace
+    assert 'href="/messages/?topic=orders&amp;group=default&amp;added_after=2026-01-10T06%3A00%3A00%2B00%3A00' in trace
     # A consumer's failure text is data: shown escaped, never as markup.
     assert "<script>alert(1)</script>" not in trace and "&lt;script&gt;alert(1)&lt;/script&gt;" in trace
     assert client.get(f"/reports/{trace_run['run'].id}/chart.png").content.startswith(b"\x89PNG")

@@ -83,7 +83,7 @@ def test_it_runs_a_report_from_the_command_line_and_reports_a_failure(settings: 
     with pytest.raises(CommandError) as failure:
         call_command("runreport", "trace", "--since", "2026-01-10T06:00", "--until", "2026-01-10T12:00Z")
     assert "failed" in str(failure.value) and "Connection refused" in str(failure.value)
-    run = ReportRun.objects.filter(actor="manage.py runreport").get()
+    run = ReportRun.objects.filter(actor="manage.py runreport").order_by("-id").first()  # the newest
     assert run.state == ReportRun.State.FAILED
     assert run.params == {"since": "2026-01-10T06:00:00+00:00", "until": "2026-01-10T12:00:00+00:00"}
     with pytest.raises(CommandError):

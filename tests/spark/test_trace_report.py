@@ -69,7 +69,20 @@ def test_it_reports_load_and_failure_rate_per_consumer(report: dict[str, Any], t
     got = {(c["topic"], c["group"], c["consumer"]): c for c in report["consumers"]}
     assert set(got) == set(truth["consumers"])
     for key, expected in truth["consumers"].items():
-        for name in ("deliveries", "acked", "nacked"):
+        for name in ("deliveries", "released", "attempts", "acked", "nacked", "expired"):
             assert got[key][name] == expected[name], (key, name)
         assert close(got[key]["failure_rate"], expected["failure_rate"]), key
         assert close(got[key]["processing_p50"], expected["processing_p50"]), key
+
+
+def test_a_consumers_expired_leases_count_as_failures_and_released_pulls_as_no_attempt(
+    report: dict[str, Any],
+) -> None:
+    rows = report["consumers"]
+    assert sum(c["expired"] for c in rows) > 0 and sum(c["released"] for c in rows) > 0
+    for c in rows:
+        ended = c["acked"] + c["nacked"] + c["expired"]
+        assert c["attempts"] == c["deliveries"] - c["released"]
+        assert c["attempts"] >= ended
+        if ended:
+            assert close(c["failure_rate"], (c["nacked"] + c["expired"]) / ended)

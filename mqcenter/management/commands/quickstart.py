@@ -52,9 +52,22 @@ class Command(BaseCommand):
             "              -H 'Authorization: Bearer " + token + "' -H 'Content-Type: application/json' \\\n"
             "              -d '{\"topic\": \"orders\", \"consumer\": \"me\", \"max_messages\": 10, \"wait_seconds\": 5}'\n\n"
         )
+        self.stdout.write(self._reports_line() + "\n\n")
         if options["setup_only"]:
             return
         self._run(options)
+
+    def _reports_line(self) -> str:
+        """Whether the Spark reports can run here, and if not, what they need (the SQLite
+        quick start cannot feed them)."""
+        from reports.preflight import report_requirements_missing
+
+        missing = report_requirements_missing()
+        if not missing:
+            return "  Reports   ready: console -> Reports, or manage.py runreport heap|trace"
+        return ("  Reports   not available on this installation; they need:\n"
+                + "".join(f"              - {problem}\n" for problem in missing)
+                + "            (see docs/reports.md)")
 
     def _secrets_file(self) -> Path:
         return Path(settings.VAR_DIR) / "quickstart.txt"

@@ -9,6 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from mqcenter.core.errors import MQError
+from reports.formatting import heap_verdicts, human_age, human_hours, trace_verdicts
 from reports.models import ReportRun
 from reports.services import report_run_create, report_run_execute
 
@@ -29,13 +30,14 @@ class Command(BaseCommand):
         parser.add_argument("kind", choices=ReportRun.Kind.values)
         parser.add_argument("--since", type=moment, help="window start, ISO 8601 (default: until - 24h)")
         parser.add_argument("--until", type=moment, help="window end, ISO 8601 (default: now)")
+        parser.add_argument("--topic", action="append", default=[], help="only this topic (repeatable)")
         parser.add_argument("--queue", action="store_true", help="hand the run to a Celery worker instead")
         parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             run = report_run_create(
-                kind=options["kind"], since=options["since"], until=options["until"],
+                kind=options["kind"], since=options["since"], until=options["until"], topics=options["topic"],
                 actor="manage.py runreport", enqueue=options["queue"],
             )
         except MQError as exc:
@@ -58,18 +60,23 @@ class Command(BaseCommand):
         out(f"report run #{run.id} done in {run.seconds:.1f}s")
         if run.kind == ReportRun.Kind.TRACE:
             out(f"{result.get('messages', 0)} messages produced in the window")
-            out(f"{'topic/group':40} {'msgs':>8} {'success':>8} {'fail':>6} {'timeout':>7} "
-                f"{'lat p50':>8} {'lat p99':>8}")
+            out(f"{'topic/group':40} {'msgs':>8} {'success':>8} {'fail':>6} {'timeout':>7} {'new':>6} "
+                f"{'running':>7} {'lat p50':>8} {'lat p99':>8}")
             for g in result.get("groups", []):
                 out(f"{g['topic'] + '/' + g['group']:40} {g['messages']:>8} {g['success']:>8} {g['fail']:>6} "
-                    f"{g['timeout']:>7} {_num(g['latency_p50']):>8} {_num(g['latency_p99']):>8}")
+                    f"{g['timeout']:>7} {g['new']:>6} {g['running']:>7} {_num(g['latency_p50']):>8} "
+                    f"{_num(g['latency_p99']):>8}")
+            for v in trace_verdicts(result):
+                out(f"{v['topic']}: {v['verdict']}")
         else:
-            out(f"{'topic/group':40} {'backlog':>8} {'oldest s':>9} {'in/h':>8} {'out/h':>8} {'trend':>9} "
-                f"{'drain h':>8}")
+            out(f"{'topic/group':40} {'backlog':>8} {'oldest':>12} {'in/h':>8} {'out/h':>8} {'trend':>9} "
+                f"{'drain':>12}")
             for g in result.get("groups", []):
-                out(f"{g['topic'] + '/' + g['group']:40} {g['backlog']:>8} {_num(g['oldest_age_seconds']):>9} "
+                out(f"{g['topic'] + '/' + g['group']:40} {g['backlog']:>8} {human_age(g['oldest_age_seconds']):>12} "
                     f"{_num(g['inflow_per_hour']):>8} {_num(g['outflow_per_hour']):>8} {g['trend']:>9} "
-                    f"{_num(g['drain_hours']):>8}")
+                    f"{human_hours(g['drain_hours']):>12}")
+            for v in heap_verdicts(result):
+                out(f"{v['topic']}: {v['verdict']}")
             for a in result.get("alarms", []):
                 out(f"ALARM {a['topic']}/{a['group']}: backlog {a['backlog']} >= {a['threshold']}")
             if run.emailed_to:

@@ -1,0 +1,155 @@
+"""The reports' figures computed again with plain SQL over the live and archive tables (in
+MariaDB, before the exported history is purged from them): a second, independent truth
+beside the simulation's own (world.py).
+
+Percentiles are nearest-rank (the ceil(p * n)-th smallest value), as the reports state.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import connection
+
+COLUMNS = "id, topic, group_name, status, attempt, effect_time, add_time, lease_owner, pulled_at"
+MESSAGES = f"(SELECT {COLUMNS} FROM mq_message UNION ALL SELECT {COLUMNS} FROM mq_message_archive)"
+# Every pull: trace rows, and the one message rows hold (a claim's).
+PULLS = f"""(
+  SELECT t.message_id, t.actor, t.at, t.id FROM mq_message_trace t WHERE t.event = 'pulled'
+  UNION ALL SELECT m.id, m.lease_owner, m.pulled_at, NULL FROM {MESSAGES} m WHERE m.pulled_at IS NOT NULL
+)"""
+PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+
+
+def rows(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())
+
+
+def nearest_rank_sql(values: str, prefix: str) -> str:
+    """Per topic and group, the nearest-rank percentiles of `values` (a query with columns
+    topic, group_name, v)."""
+    picks = ", ".join(f"MAX(CASE WHEN rn = CEIL({f} * n) THEN v END) AS {prefix}_{name}" for name, f in PERCENTILES)
+    return f"""SELECT topic, group_name, {picks} FROM (
+      SELECT topic, group_name, v, ROW_NUMBER() OVER (PARTITION BY topic, group_name ORDER BY v) AS rn,
+             COUNT(*) OVER (PARTITION BY topic, group_name) AS n FROM ({values}) AS vals) AS ranked
+      GROUP BY topic, group_name"""
+
+
+def trace_truth(since: datetime, until: datetime) -> dict[str, Any]:
+    window = "m.add_time >= %s AND m.add_time < %s"
+    p = [since, until]
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for topic, group, n, success, fail, timeout, new, running, avg, top, retried in rows(f"""
+        SELECT topic, group_name, COUNT(*), SUM(status = 'SUCCESS'), SUM(status = 'FAIL'), SUM(status = 'TIMEOUT'),
+               SUM(status = 'NEW'), SUM(status = 'RUNNING'), AVG(attempt), MAX(attempt), SUM(attempt > 1)
+        FROM {MESSAGES} m WHERE {window} GROUP BY topic, group_name""", p):
+        groups[(topic, group)] = {
+            "messages": n, "success": int(success), "fail": int(fail), "timeout": int(timeout), "new": int(new),
+            "running": int(running), "attempts_avg": float(avg), "attempts_max": top, "retried": int(retried),
+            "lease_expiries": 0}
+    for topic, group, n in rows(f"""
+        SELECT m.topic, m.group_name, COUNT(*) FROM mq_message_trace t JOIN {MESSAGES} m ON m.id = t.message_id
+        WHERE {window} AND t.event = 'lease_expired' GROUP BY m.topic, m.group_name""", p):
+        groups[(topic, group)]["lease_expiries"] = n
+    latency = f"""SELECT m.topic, m.group_name,
+        TIMESTAMPDIFF(MICROSECOND, m.add_time, MAX(t.at)) / 1e6 AS v
+        FROM {MESSAGES} m JOIN mq_message_trace t ON t.message_id = m.id AND t.event = 'acked'
+        WHERE {window} AND m.status = 'SUCCESS' GROUP BY m.id, m.topic, m.group_name, m.add_time"""
+    for topic, group, *values in rows(nearest_rank_sql(latency, "latency"), p):
+        groups[(topic, group)].update(
+            {f"latency_{name}": float(v) for (name, _), v in zip(PERCENTILES, values, strict=True)})
+    attempts = {(t, g, a): n for t, g, a, n in rows(
+        f"SELECT topic, group_name, attempt, COUNT(*) FROM {MESSAGES} m WHERE {window} "
+        "GROUP BY topic, group_name, attempt", p)}
+    consumers: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+    def add(sql: str, name: str) -> None:
+        for topic, group, actor, n in rows(sql, p):
+            consumers.setdefault((topic, group, actor), {
+                "deliveries": 0, "released": 0, "acked": 0, "nacked": 0, "expired": 0})[name] = n
+
+    add(f"""SELECT m.topic, m.group_name, pl.actor, COUNT(*) FROM {PULLS} pl JOIN {MESSAGES} m ON m.id = pl.message_id
+            WHERE {window} GROUP BY m.topic, m.group_name, pl.actor""", "deliveries")
+    for event in ("released", "acked", "nacked"):
+        add(f"""SELECT m.topic, m.group_name, t.actor, COUNT(*) FROM mq_message_trace t
+                JOIN {MESSAGES} m ON m.id = t.message_id WHERE {window} AND t.event = '{event}'
+                GROUP BY m.topic, m.group_name, t.actor""", event)
+    add(f"""SELECT topic, group_name, holder, COUNT(*) FROM (
+              SELECT m.topic, m.group_name, (SELECT pl.actor FROM {PULLS} pl WHERE pl.message_id = t.message_id
+                     AND pl.at <= t.at ORDER BY pl.at DESC, COALESCE(pl.id, 1e18) DESC LIMIT 1) AS holder
+              FROM mq_message_trace t JOIN {MESSAGES} m ON m.id = t.message_id
+              WHERE {window} AND t.event = 'lease_expired') AS expiries GROUP BY topic, group_name, holder""",
+        "expired")
+    for item in consumers.values():
+        item["attempts"] = item["deliveries"] - item["released"]
+        ended = item["acked"] + item["nacked"] + item["expired"]
+        item["failure_rate"] = (item["nacked"] + item["expired"]) / ended if ended else None
+    return {"groups": groups, "attempts": attempts, "consumers": consumers}
+
+
+def heap_flow_truth(since: datetime, until: datetime) -> dict[tuple[str, str, datetime], list[int]]:
+    """Inflow (produced, or redriven after finishing) and outflow (finished) per topic,
+    group and hour of [since, until)."""
+    hour = "TIMESTAMP(DATE_FORMAT({0}, '%%Y-%%m-%%d %%H:00:00'))"
+    flow: dict[tuple[str, str, datetime], list[int]] = {}
+    produced = f"""SELECT topic, group_name, {hour.format('add_time')}, COUNT(*) FROM {MESSAGES} m
+        WHERE add_time >= %s AND add_time < %s GROUP BY 1, 2, 3"""
+    redriven = f"""SELECT m.topic, m.group_name, {hour.format('e.at')}, COUNT(*) FROM (
+          SELECT message_id, event, at, LAG(status_after) OVER (PARTITION BY message_id ORDER BY at, id) AS before_
+          FROM mq_message_trace) e JOIN {MESSAGES} m ON m.id = e.message_id
+        WHERE e.event = 'redriven' AND e.before_ IN ('SUCCESS', 'FAIL', 'TIMEOUT') AND e.at >= %s AND e.at < %s
+        GROUP BY 1, 2, 3"""
+    finished = f"""SELECT m.topic, m.group_name, {hour.format('t.at')}, COUNT(*) FROM mq_message_trace t
+        JOIN {MESSAGES} m ON m.id = t.message_id
+        WHERE (t.event IN ('acked', 'dead') OR (t.event = 'lease_expired' AND t.status_after = 'TIMEOUT'))
+          AND t.at >= %s AND t.at < %s GROUP BY 1, 2, 3"""
+    for sql, side in ((produced, 0), (redriven, 0), (finished, 1)):
+        for topic, group, at, n in rows(sql, [since, until]):
+            flow.setdefault((topic, group, at), [0, 0])[side] += n
+    return flow
+
+
+def heap_state_truth(until: datetime) -> dict[tuple[str, str], dict[str, Any]]:
+    """Backlog, delayed, running and oldest waiting age as of `until`, per topic and group:
+    each message's status after its last event before `until` (the row's own when nothing
+    changed it since), its effect time the one that event set."""
+    retry_at = "SUBSTRING_INDEX(l.log, 'retry at ', -1)"
+    parsed = (f"CASE WHEN SUBSTRING({retry_at}, 20, 1) = '.' "
+              f"THEN STR_TO_DATE(LEFT({retry_at}, 26), '%%Y-%%m-%%dT%%H:%%i:%%s.%%f') "
+              f"ELSE STR_TO_DATE(LEFT({retry_at}, 19), '%%Y-%%m-%%dT%%H:%%i:%%s') END")
+    events = f"""(SELECT message_id, id, event, at, status_after, log FROM mq_message_trace
+      UNION ALL SELECT m.id, NULL, 'pulled', m.pulled_at, 'RUNNING', '' FROM {MESSAGES} m WHERE m.pulled_at IS NOT NULL)"""
+    sql = f"""
+      SELECT m.topic, m.group_name,
+        CASE WHEN later.message_id IS NULL THEN m.status WHEN l.status_after IS NULL THEN 'NEW'
+             ELSE l.status_after END AS state,
+        CASE WHEN later.message_id IS NULL THEN m.effect_time
+             WHEN l.event IN ('retry_scheduled', 'lease_expired') THEN COALESCE({parsed}, l.at)
+             WHEN l.event IN ('released', 'redriven') THEN l.at
+             WHEN later.effect_changed = 0 THEN m.effect_time
+             ELSE COALESCE(l.at, m.add_time) END AS effect
+      FROM {MESSAGES} m
+      LEFT JOIN (SELECT * FROM (SELECT e.*, ROW_NUMBER() OVER (PARTITION BY message_id
+                   ORDER BY at DESC, COALESCE(id, 1e18) DESC) AS rn FROM {events} e WHERE at < %s) x
+                 WHERE rn = 1) l ON l.message_id = m.id
+      LEFT JOIN (SELECT message_id, MAX(event IN ('retry_scheduled', 'lease_expired', 'released', 'redriven',
+                   'edited')) AS effect_changed FROM {events} e WHERE at >= %s GROUP BY message_id) later
+                ON later.message_id = m.id
+      WHERE m.add_time < %s"""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for topic, group, state, effect in rows(sql, [until, until, until]):
+        item = groups.setdefault((topic, group), {"backlog": 0, "delayed": 0, "running": 0, "oldest": None})
+        if state == "NEW" and effect <= until:
+            item["backlog"] += 1
+            item["oldest"] = effect if item["oldest"] is None else min(item["oldest"], effect)
+        elif state == "NEW":
+            item["delayed"] += 1
+        elif state == "RUNNING":
+            item["running"] += 1
+    for item in groups.values():
+        oldest = item.pop("oldest")
+        item["oldest_age_seconds"] = (until - oldest).total_seconds() if oldest else None
+    return groups

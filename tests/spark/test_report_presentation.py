@@ -1,0 +1,146 @@
+"""How the reports read: charts with readable axes, human times and ages, verdicts, links.
+
+Built from stored results (plain dicts, as a done run holds them): no Spark needed.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+from django.template.loader import render_to_string
+
+from reports import formatting
+from reports.charts import heap_figure, hour_labels, trace_figure
+from reports.management.commands.runreport import Command
+from reports.models import ReportRun
+
+
+def group(topic: str, name: str, **values: Any) -> dict[str, Any]:
+    row = {"topic": topic, "group": name, "messages": 10, "success": 6, "fail": 1, "timeout": 1, "new": 1,
+           "running": 1, "latency_p50": 0.5, "latency_p90": 2.0, "latency_p99": 3.0,
+           "backlog": 0, "delayed": 0, "inflow": 0, "outflow": 0, "inflow_per_hour": 0.0,
+           "outflow_per_hour": 0.0, "trend": "steady", "drain_hours": 0.0, "oldest_age_seconds": None}
+    row.update(values)
+    return row
+
+
+def hours(topic: str, name: str, stamps: list[str], inflow: list[int], outflow: list[int]) -> dict[str, Any]:
+    return {"topic": topic, "group": name, "hours": [
+        {"hour": h, "inflow": i, "outflow": o} for h, i, o in zip(stamps, inflow, outflow, strict=True)]}
+
+
+ACROSS_MIDNIGHT = ["2026-01-09T22:00:00", "2026-01-09T23:00:00", "2026-01-10T00:00:00", "2026-01-10T01:00:00"]
+HEAP = {
+    "kind": "heap", "since": "2026-01-09T22:00:00", "until": "2026-01-10T01:30:00.123456",
+    "as_of": "2026-01-10T01:30:00.123456",
+    "groups": [
+        group("orders", "default", backlog=30, delayed=2, running=1, inflow=40, outflow=11,
+              inflow_per_hour=10.0, outflow_per_hour=2.75, trend="growing", drain_hours=None,
+              oldest_age_seconds=11520.4),
+        group("orders", "billing", backlog=0, running=0, inflow=5, outflow=5, inflow_per_hour=5.0,
+              outflow_per_hour=5.0, oldest_age_seconds=None),
+        group("mail", "default", backlog=12, running=0, inflow=2, outflow=14, inflow_per_hour=1.0,
+              outflow_per_hour=7.0, trend="shrinking", drain_hours=2.0, oldest_age_seconds=95.0),
+    ],
+    "hourly": [hours("orders", "default", ACROSS_MIDNIGHT, [10, 10, 10, 10], [1, 2, 4, 4]),
+               hours("orders", "billing", ACROSS_MIDNIGHT, [5, 0, 0, 0], [5, 0, 0, 0]),
+               hours("mail", "default", ACROSS_MIDNIGHT, [0, 0, 2, 0], [0, 0, 7, 7])],
+    "alarms": [{"topic": "orders", "group": "default", "backlog": 30, "threshold": 5, "ratio": 6.0,
+                "oldest_age_seconds": 11520.4, "trend": "growing"}],
+    "thresholds": {"orders": 5},
+}
+TRACE = {"kind": "trace", "since": "2026-01-10T06:00:00", "until": "2026-01-10T12:00:00", "messages": 30,
+         "groups": [group("orders", "default", latency_p50=0.2, latency_p90=1.0, latency_p99=289.0),
+                    group("mail", "default"), group("2024", "x", success=0, latency_p50=None,
+                                                     latency_p90=None, latency_p99=None)],
+         "reasons": [{"topic": "orders", "group": "default", "rank": 1, "reason": "db timeout", "failures": 3}]}
+
+
+def test_the_latency_chart_is_on_a_log_scale_with_each_groups_bars_centred_on_its_label() -> None:
+    latency = trace_figure(TRACE).axes[1]
+    assert latency.get_xscale() == "log" and "log scale" in latency.get_xlabel()
+    labels = [t.get_text() for t in latency.get_yticklabels()]
+    assert labels == ["orders/default", "mail/default"]  # a group without latency is left out
+    centres: dict[int, list[float]] = {}
+    for bar in latency.patches:
+        centre = bar.get_y() + bar.get_height() / 2
+        centres.setdefault(round(centre), []).append(centre)
+    for tick, values in centres.items():
+        assert sum(values) / len(values) == pytest.approx(tick)
+    assert all(axes.get_xlabel() for axes in trace_figure(TRACE).axes)
+
+
+def test_the_flow_is_drawn_per_topic_with_dated_hours_across_midnight() -> None:
+    figure = heap_figure(HEAP)
+    titles = [axes.get_title() for axes in figure.axes]
+    flows = [a for a in figure.axes if a.get_title().endswith("unfinished at each hour's end")]
+    assert [a.get_title().split(":")[0] for a in flows] == ["mail", "orders"]
+    ticks = [t.get_text() for t in flows[1].get_xticklabels()]
+    assert ticks == ["01-09 22:00", "23:00", "01-10 00:00", "01:00"]
+    assert all(a.get_xlabel() and a.get_ylabel() for a in flows), titles
+    orders = next(line for line in flows[1].get_lines() if line.get_label() == "inflow")
+    assert list(orders.get_ydata()) == [15, 10, 10, 10]  # its two groups summed
+    assert hour_labels(ACROSS_MIDNIGHT[2:]) == ["00:00", "01:00"]  # one day: times only
+
+
+def test_the_backlog_chart_marks_alarm_thresholds_and_leaves_out_empty_groups() -> None:
+    backlog = heap_figure(HEAP).axes[-1]
+    assert [t.get_text() for t in backlog.get_yticklabels()] == ["orders/default", "mail/default"]
+    marks = [c for c in backlog.collections if c.get_label() == "alarm threshold"]
+    assert len(marks) == 1 and marks[0].get_segments()[0][0][0] == 5
+    assert backlog.get_xlabel()
+    one = heap_figure(HEAP, topic="mail")
+    assert [a.get_title().split(":")[0] for a in one.axes if "flow per hour" in a.get_title()] == ["mail"]
+
+
+def test_the_email_reads_in_human_times_and_ages() -> None:
+    context = {"result": HEAP, "scope": "all topics", "chart_cid": "c", "base_url": "https://mq.example",
+               "groups": HEAP["groups"], "verdicts": formatting.heap_verdicts(HEAP)}
+    text = render_to_string("reports/heap_email.txt", context)
+    html = render_to_string("reports/heap_email.html", context)
+    for body in (text, html):
+        assert "2026-01-09 22:00 UTC" in body and "2026-01-10 01:30:00 UTC" in body
+        assert ".123456" not in body and "T01:30" not in body
+        assert "3 h 12 min" in body and "1 min" in body
+        assert " -s" not in body and "oldest -" not in body and "oldest —" not in body
+        assert "growing, 30 waiting, does not drain at current rates, over its alarm threshold" in body
+        assert "shrinking, drains in 2 h at current rates" in body
+    assert "orders/billing: backlog 0, in 5" in text  # no age where nothing waits
+    assert 'href="https://mq.example/messages/?topic=orders&amp;group=default&amp;status=NEW"' in html
+
+
+def test_verdicts_say_what_each_topic_does() -> None:
+    trace = {v["topic"]: v["verdict"] for v in formatting.trace_verdicts(TRACE)}
+    assert trace["orders"] == ("10 messages, 75% of the finished succeeded, p99 latency 4 min, "
+                               "most frequent failure: db timeout")
+    assert trace["2024"].startswith("10 messages, 0% of the finished succeeded")
+    steady = {**HEAP, "groups": [group("x", "y")], "alarms": []}
+    assert formatting.heap_verdicts(steady)[0]["verdict"] == "steady, nothing waiting"
+
+
+def test_a_window_shorter_than_a_minute_shows_seconds() -> None:
+    assert formatting.human_window("2026-01-10T06:00:00+00:00", "2026-01-10T06:00:30+00:00") == (
+        "2026-01-10 06:00:00 UTC → 2026-01-10 06:00:30 UTC")
+    assert formatting.human_window("2026-01-10T06:00:00+00:00", "2026-01-10T12:00:00+00:00") == (
+        "2026-01-10 06:00 UTC → 2026-01-10 12:00 UTC")
+    html = render_to_string("reports/reports.html#runs", {"runs": [ReportRun(
+        id=7, kind="heap", state="done", params={"since": "2026-01-10T06:00:00+00:00",
+                                                 "until": "2026-01-10T06:00:30+00:00"})]})
+    assert "06:00:00 UTC → 2026-01-10 06:00:30 UTC" in html
+
+
+def test_the_trace_summary_on_the_command_line_shows_new_and_running() -> None:
+    from datetime import UTC, datetime
+
+    out = io.StringIO()
+    command = Command(stdout=out)
+    at = datetime(2026, 1, 10, tzinfo=UTC)
+    command._summary(ReportRun(id=3, kind="trace", result=TRACE, started_at=at, finished_at=at))
+    lines = out.getvalue().splitlines()
+    header = next(line for line in lines if line.startswith("topic/group"))
+    assert header.split()[5:7] == ["new", "running"]
+    row = next(line for line in lines if line.startswith("orders/default"))
+    assert row.split()[5:7] == ["1", "1"]
+    assert any(line.startswith("orders: 10 messages") for line in lines)
