@@ -1,0 +1,122 @@
+"""The long-poll layer (mqcenter/longpoll.py): a pull with nothing to claim waits on the event
+loop and is answered when woken, with the headers Django gave the request; the park between
+attempts never reaches the client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from a2wsgi import WSGIMiddleware
+from django.core.wsgi import get_wsgi_application
+from django.test import override_settings
+
+from mqcenter.longpoll import LongPoll
+from registry.wakeups import wakeup_hub
+from tests.conftest import make_api
+from topics.models import Biz
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Broker:
+    """The broker's HTTP stack (long-poll layer over Django under WSGI), built under the
+    settings in force, on an event loop of its own as uvicorn runs it."""
+
+    def __init__(self) -> None:
+        app = LongPoll(WSGIMiddleware(get_wsgi_application(), workers=8))  # type: ignore[arg-type]
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        self.client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="https://testserver")
+
+    def post(self, path: str, body: Any, token: str) -> httpx.Response:
+        call = self.client.post(path, content=json.dumps(body), timeout=30, headers={
+            "Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        return asyncio.run_coroutine_threadsafe(call, self.loop).result(timeout=30)
+
+    def close(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.client.aclose(), self.loop).result(timeout=10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+@pytest.fixture
+def broker() -> Iterator[Broker]:
+    with override_settings(SECURE_HSTS_SECONDS=3600):  # as MQ_TLS sets it
+        stack = Broker()
+    try:
+        yield stack
+    finally:
+        stack.close()
+
+
+@pytest.fixture
+def tokens() -> dict[str, str]:
+    shop = Biz.objects.create(name="shop")
+    return {"produce": make_api(["produce:*"], shop).token, "consume": make_api(["consume:*"], shop).token}
+
+
+def waiting_pulls_reach(count: int, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while wakeup_hub().waiting_count() < count:
+        assert time.monotonic() < deadline, "the pull never started waiting"
+        time.sleep(0.01)
+
+
+def test_a_waiting_pull_is_answered_when_a_produce_commits(broker: Broker, tokens: dict[str, str]) -> None:
+    broker.post("/api/v1/messages", {"messages": [{"topic": "lp", "data": 0}]}, tokens["produce"])
+    assert len(broker.post("/api/v1/pull", {"topic": "lp", "consumer": "c"}, tokens["consume"]).json()["messages"]) == 1
+    answer: dict[str, Any] = {}
+
+    def pull() -> None:
+        answer["response"] = broker.post("/api/v1/pull", {"topic": "lp", "consumer": "c", "wait_seconds": 20},
+                                         tokens["consume"])
+        answer["at"] = time.monotonic()
+
+    waiter = threading.Thread(target=pull)
+    waiter.start()
+    waiting_pulls_reach(1)
+    produced_at = time.monotonic()
+    [stored] = broker.post("/api/v1/messages", {"messages": [{"topic": "lp", "data": 1}]},
+                           tokens["produce"]).json()["messages"]
+    waiter.join(timeout=25)
+
+    response = answer["response"]
+    assert response.status_code == 200
+    assert [m["id"] for m in response.json()["messages"]] == [stored["id"]]
+    assert answer["at"] - produced_at < 5, "woken by the fallback poll, not the produce"
+
+
+def test_a_park_never_reaches_the_client(broker: Broker, tokens: dict[str, str]) -> None:
+    started = time.monotonic()
+    response = broker.post("/api/v1/pull", {"topic": "quiet", "consumer": "c", "wait_seconds": 0.3}, tokens["consume"])
+
+    assert time.monotonic() - started >= 0.25
+    assert response.status_code == 200 and response.json() == {"messages": []}
+    assert not [name for name in response.headers if name.lower().startswith("x-mq")]
+
+
+def test_a_woken_answer_carries_the_headers_django_gives_an_immediate_one(broker: Broker, tokens: dict[str, str]) -> None:
+    broker.post("/api/v1/messages", {"messages": [{"topic": "hdr", "data": 0}]}, tokens["produce"])
+    immediate = broker.post("/api/v1/pull", {"topic": "hdr", "consumer": "c"}, tokens["consume"])
+    answer: dict[str, httpx.Response] = {}
+    waiter = threading.Thread(target=lambda: answer.setdefault("r", broker.post(
+        "/api/v1/pull", {"topic": "hdr", "consumer": "c", "wait_seconds": 20}, tokens["consume"])))
+    waiter.start()
+    waiting_pulls_reach(1)
+    broker.post("/api/v1/messages", {"messages": [{"topic": "hdr", "data": 1}]}, tokens["produce"])
+    waiter.join(timeout=25)
+    woken = answer["r"]
+
+    def shown(response: httpx.Response) -> dict[str, str]:
+        return {k: v for k, v in response.headers.items() if k not in ("content-length", "date")}
+
+    assert len(woken.json()["messages"]) == 1
+    assert shown(woken) == shown(immediate)
+    assert woken.headers["strict-transport-security"] == "max-age=3600"
+    assert woken.headers["content-type"] == "application/json"
