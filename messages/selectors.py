@@ -107,9 +107,9 @@ def topic_stats(*, principal: Principal, topic: str | None = None) -> list[dict[
         )
         entry["counts"][row["status"]] = row["n"]
     for row in oldest:
-        entry = stats.get((row["topic"], row["group_name"]))
-        if entry is not None and isinstance(row["oldest"], datetime):
-            entry["oldest_deliverable_age_seconds"] = round((now - row["oldest"]).total_seconds(), 3)
+        found = stats.get((row["topic"], row["group_name"]))
+        if found is not None and isinstance(row["oldest"], datetime):
+            found["oldest_deliverable_age_seconds"] = round((now - row["oldest"]).total_seconds(), 3)
     _add_rates(stats, now=now)
     return [stats[key] for key in sorted(stats)]
 

@@ -271,15 +271,15 @@ def insert_values(model: type[Model], rows: Sequence[NamedTuple], *, return_ids:
                     cursor.execute(statement)
                 continue
             params = [adapt(value) for row in chunk for adapt, value in zip(adapters, row, strict=True)]
-            statement = f"INSERT INTO {table} ({columns}) VALUES " + ", ".join([row_marks] * len(chunk))  # noqa: S608 - names from the model
+            text = f"INSERT INTO {table} ({columns}) VALUES " + ", ".join([row_marks] * len(chunk))  # noqa: S608 - names from the model
             if one_by_one:
-                cursor.execute(statement, params)
+                cursor.execute(text, params)
                 ids.append(connection.ops.last_insert_id(cursor, model._meta.db_table, model._meta.pk.column))
             elif return_ids:
-                cursor.execute(f"{statement} RETURNING {pk}", params)
+                cursor.execute(f"{text} RETURNING {pk}", params)
                 ids.extend(new_id for (new_id,) in cursor.fetchall())
             else:
-                cursor.execute(statement, params)
+                cursor.execute(text, params)
     return ids
 
 

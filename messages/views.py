@@ -70,7 +70,8 @@ def can_write(request: HttpRequest, topic_name: str) -> bool:
 @console_view(ConsoleRole.VIEWER)
 def message_list(request: HttpRequest) -> HttpResponse:
     params = filter_params(request.GET)
-    error, rows, next_cursor = "", [], None
+    error, next_cursor = "", None
+    rows: list[Any] = []
     try:
         flt = filter_parse(params)
         rows, next_cursor = selectors.messages_search(

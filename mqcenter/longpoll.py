@@ -81,10 +81,12 @@ class LongPoll:
         started = time.monotonic()
         topic, group, wait = _wanted(body)
         deadline = started + wait
-        with wakeup_hub().waiter(topic, group, LoopEvent(asyncio.get_running_loop())) as wake:
+        wake = LoopEvent(asyncio.get_running_loop())
+        with wakeup_hub().waiter(topic, group, wake):
             park = await self._dispatch(scope, body, wait, receive, send)
             if park is not None:
-                seconds, pull, headers = park
+                wait, pull, headers = park
+                seconds: float | None = wait
                 while seconds is not None:
                     await wake.wait(seconds)
                     wake.clear()

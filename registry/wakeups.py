@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from itertools import islice
+from typing import Any
 
 from django.conf import settings
 
@@ -102,7 +103,7 @@ class WakeupHub:
         self._waiters: dict[Pair, dict[Wake, None]] = {}
         self._callbacks: dict[Pair, set[Callable[[Pair], None]]] = {}
         self._listener: threading.Thread | None = None
-        self._publisher = None
+        self._publisher: Any = None
         # True while the Redis subscriber is connected (or when there is no Redis): waiting
         # pulls then trust wake-ups and fall back to polling only rarely.
         self.connected = not redis_url

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# The whole test suite on a fresh machine: system packages, services, Python deps, pytest.
-# Usage: ./scripts/test.sh [pytest args...]
+# The whole test suite on a fresh machine: system packages, services, Python deps, lint,
+# types, pytest on MariaDB, the core again on PostgreSQL.
+# Usage: ./scripts/test.sh [--fast] [pytest args...]
+#   --fast: unit and real-database tests only (no broker, worker, browser or Spark processes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+fast=0
+if [ "${1:-}" = "--fast" ]; then fast=1; shift; fi
 
 say() { printf '\n== %s\n' "$*"; }
 die() { printf '\nERROR: %s\n' "$*" >&2; exit 1; }
@@ -23,6 +27,7 @@ pkg-config --exists libmariadb 2>/dev/null || pkg-config --exists mysqlclient 2>
 command -v java >/dev/null || missing+=(default-jre-headless)
 command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || missing+=(mariadb-server)
 command -v redis-server >/dev/null || missing+=(redis-server)
+command -v pg_ctlcluster >/dev/null || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then echo "installing: ${missing[*]}"; apt_install "${missing[@]}"; fi
 
 say "services"
@@ -41,6 +46,15 @@ if ! redis-cli -h 127.0.0.1 ping >/dev/null 2>&1; then
   for _ in $(seq 1 20); do redis-cli -h 127.0.0.1 ping >/dev/null 2>&1 && break; sleep 0.5; done
   redis-cli -h 127.0.0.1 ping >/dev/null 2>&1 || die "Redis is not reachable on 127.0.0.1:6379 and could not be started"
 fi
+if ! pg_isready -h 127.0.0.1 -p 5432 >/dev/null 2>&1; then
+  echo "starting PostgreSQL"
+  as_root pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n 1)" main start || true
+  for _ in $(seq 1 30); do pg_isready -h 127.0.0.1 -p 5432 >/dev/null 2>&1 && break; sleep 1; done
+  pg_isready -h 127.0.0.1 -p 5432 >/dev/null 2>&1 || die "PostgreSQL is not reachable on 127.0.0.1:5432 and could not be started"
+fi
+# The suite connects as root over TCP (trust authentication on this machine's clusters).
+psql -h 127.0.0.1 -U root -d postgres -c "SELECT 1" >/dev/null 2>&1 \
+  || as_root su postgres -c "psql -c \"CREATE ROLE root SUPERUSER LOGIN\"" >/dev/null 2>&1 || true
 # Tests create databases with a binary collation: topic names and dedup keys are case-sensitive.
 mysql -h127.0.0.1 -uroot -e "SET GLOBAL max_connections = GREATEST(@@max_connections, 500)" || true
 
@@ -53,6 +67,18 @@ say "python environment"
 say "lint"
 .venv/bin/ruff check .
 
+say "types"
+.venv/bin/mypy
+
 say "tests"
 export PYTHONUNBUFFERED=1
-exec .venv/bin/python -m pytest "$@"
+if [ "$fast" = 1 ]; then
+  exec .venv/bin/python -m pytest -n 2 -m "not e2e and not browser and not spark" "$@"
+fi
+.venv/bin/python -m pytest -n 2 "$@"
+[ $# -eq 0 ] || exit 0  # a chosen subset runs on MariaDB only
+
+say "the core on PostgreSQL"
+DATABASE_URL=postgres://root@127.0.0.1:5432/mqcenter .venv/bin/python -m pytest -n 2 \
+  -m "not e2e and not browser and not spark" tests/api/test_produce.py tests/api/test_consume.py \
+  tests/messages tests/maintenance/test_flush.py tests/maintenance/test_archive.py

@@ -233,7 +233,8 @@ def _heap(spark: SparkSession, config: ReportConfig, step: _Steps) -> dict[str, 
     messages = _persisted(_messages(spark, config, where=relevant, keep=keep))
     persisted = [messages]
     try:
-        first = messages.agg(F.min("id")).first()[0]
+        least = messages.agg(F.min("id")).first()
+        first = least[0] if least is not None else None
         step(f"read {messages.count()} messages")
         # Every event of these messages, of any time: the state as of `until` is the one
         # their last event before it left (a past window's end is not the state of today).

@@ -114,3 +114,18 @@ def error_of(response: Any) -> dict[str, Any]:
     assert set(body) == {"error"}, body
     assert set(body["error"]) == {"code", "message", "details"}, body
     return body["error"]
+
+
+# The slow lanes by directory, whatever each module marks: `./scripts/test.sh --fast` leaves
+# out what starts broker, worker or browser processes, or Spark.
+_LANES = {"e2e": "e2e", "faults": "e2e", "bench": "e2e", "browser": "browser", "spark": "spark"}
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    for item in items:
+        if "e2e" in item.path.name:
+            item.add_marker(pytest.mark.e2e)
+        parts = item.path.parts
+        for folder, marker in _LANES.items():
+            if "tests" in parts and folder in parts[parts.index("tests") + 1:-1]:
+                item.add_marker(getattr(pytest.mark, marker))

@@ -156,7 +156,7 @@ def topic_detail(request: HttpRequest, name: str) -> HttpResponse:
     admin = console_principal(request.user, ConsoleRole.ADMIN)
     may_edit = admin is not None and admin.may_biz(topic.biz_id)
     if request.method == "POST":
-        if not may_edit:
+        if admin is None or not may_edit:
             raise Forbidden("Only an admin of this business line changes topic settings.")
         try:
             clean = _validated(TopicUpdateSerializer, topic_form_data(request.POST), partial=True)

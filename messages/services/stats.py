@@ -223,7 +223,8 @@ def backlog_now(*, now: datetime, topic: str | None = None) -> dict[tuple[str, s
             )
             .order_by()
         )
-        entry = {"deliverable": 0, "delayed": 0, "running": 0, "dead": 0, "oldest_deliverable_age_seconds": None}
+        entry: dict[str, Any] = {"deliverable": 0, "delayed": 0, "running": 0, "dead": 0,
+                                 "oldest_deliverable_age_seconds": None}
         seen = False
         for row in per_status:
             seen = True

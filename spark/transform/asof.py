@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
 
 from spark.transform import KEYS
@@ -30,7 +30,7 @@ EFFECT_EVENTS = ("retry_scheduled", "lease_expired", "released", "redriven", "ed
 _LAST_ID = 2**62
 
 
-def ordered(events: DataFrame) -> Window:
+def ordered(events: DataFrame) -> WindowSpec:
     return Window.partitionBy("message_id").orderBy(F.col("at"), F.coalesce(F.col("id"), F.lit(_LAST_ID)))
 
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from messages.models import BulkJob, Message, MessageTrace
 from messages.services import bulk_job_run
 from mqcenter.models import AuditEntry
-from tests.api.helpers import ack, expect_error, produce, pull
+from tests.support.api import ack, expect_error, produce, pull
 
 pytestmark = pytest.mark.django_db
 

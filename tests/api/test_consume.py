@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from messages.models import Message, MessageTrace
 from messages.selectors import message_trace
-from tests.api.helpers import ack, expect_error, parse_time, produce, pull
+from tests.support.api import ack, expect_error, parse_time, produce, pull
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from messages.models import Message, MessageTrace
 from messages.sql import INSERT_CHUNK
-from tests.api.helpers import expect_error, parse_time, produce, pull
+from tests.support.api import expect_error, parse_time, produce, pull
 from topics.models import Topic, TopicGroup
 
 pytestmark = pytest.mark.django_db

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from tests.support.server import ROOT, BrokerServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -49,7 +50,7 @@ def test_it_wakes_a_waiting_pull_within_milliseconds_of_a_produce(two_brokers: A
     server, first, _ = two_brokers
     with server.client(first) as consumer, server.client(first) as producer:
         thread, result = pull_later(consumer, {"topic": "wake", "consumer": "c1", "wait_seconds": 20})
-        time.sleep(0.5)  # the pull is now waiting
+        wait_until(lambda: server.waiting_pulls() >= 1, what="the pull to wait")
         assert "response" not in result, "the pull returned before anything was produced"
         sent_at = time.monotonic()
         stored = produce(producer, "wake", {"hello": 1})
@@ -66,7 +67,7 @@ def test_it_wakes_a_pull_waiting_on_another_broker_process(two_brokers: Any) -> 
         # Warm the second process's connection so the measured time is the wake-up alone.
         produce(producer, "warmup", 0)
         thread, result = pull_later(consumer, {"topic": "cross", "consumer": "c2", "wait_seconds": 20})
-        time.sleep(0.5)
+        wait_until(lambda: server.waiting_pulls() >= 1, what="the pull to wait")
         sent_at = time.monotonic()
         stored = produce(producer, "cross", "over redis")
         thread.join(timeout=25)

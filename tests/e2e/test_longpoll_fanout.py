@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.support.server import BrokerServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -33,7 +34,7 @@ def test_it_serves_every_waiting_pull_from_one_batch_within_a_fallback_interval(
         threads = [threading.Thread(target=wait, args=(n,)) for n in range(WAITERS)]
         for thread in threads:
             thread.start()
-        time.sleep(2)  # all waiting
+        wait_until(lambda: server.waiting_pulls() >= WAITERS, what="every pull to wait")
         with server.client(url) as client:
             sent = time.monotonic()
             response = client.post("/api/v1/messages", json={"messages": [

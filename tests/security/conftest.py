@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from messages.models import BulkJob, Message
 from registry.services import broker_heartbeat
-from tests.api.helpers import produce, pull
 from tests.conftest import Api, make_api
+from tests.support.api import produce, pull
 from topics.models import Biz
 
 # Strings only the shop's data contains: none may reach another business line's token.

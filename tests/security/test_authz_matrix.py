@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from messages.models import Message
-from tests.api.helpers import expect_error
 from tests.conftest import Api, error_of, make_api
 from tests.security.conftest import MARKERS, Sample, samples
 from tests.security.routes import api_routes
+from tests.support.api import expect_error
 
 pytestmark = pytest.mark.django_db
 

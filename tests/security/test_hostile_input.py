@@ -16,10 +16,10 @@ from django.test import Client
 from messages.models import BulkJob, Message, MessageTrace
 from mqcenter.models import AuditEntry
 from registry.models import ConsumerInstance
-from tests.api.helpers import expect_error, produce
 from tests.conftest import Api, error_of
 from tests.security.conftest import Sample, samples
 from tests.security.routes import api_routes
+from tests.support.api import expect_error, produce
 from topics.models import Biz, Topic, TopicGroup
 
 pytestmark = pytest.mark.django_db

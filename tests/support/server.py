@@ -114,6 +114,8 @@ class BrokerServer:
             "REDIS_URL": REDIS_URL,
             "MQ_VAR_DIR": str(ROOT / "var" / f"e2e-{name}"),
             "MQ_HEARTBEAT_SECONDS": "2",
+            # Each broker heartbeats its waiting pulls this often (`waiting_pulls`).
+            "MQ_LEASE_RECOVERY_SECONDS": "0.2",
             **(extra_env or {}),
         }
         self.processes: dict[int, subprocess.Popen[bytes]] = {}
@@ -180,6 +182,12 @@ class BrokerServer:
             base_url=url, timeout=40,
             headers={"Authorization": f"Bearer {token or self.token}"},
         )
+
+    def waiting_pulls(self) -> int:
+        """Long-polls waiting in the live broker processes, as each last heartbeat them."""
+        [(count,)] = self.sql("SELECT COALESCE(SUM(waiting_pulls), 0) FROM mq_registry_broker "
+                              "WHERE last_heartbeat >= UTC_TIMESTAMP(6) - INTERVAL 1 SECOND")
+        return int(count)
 
     def sql(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
         """Read the broker's database directly (to check what is really stored)."""

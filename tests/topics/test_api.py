@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mqcenter.models import AuditEntry
-from tests.api.helpers import expect_error, produce
+from tests.support.api import expect_error, produce
 from topics.models import Biz, Topic
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from registry.models import BrokerNode, ConsumerInstance
 from registry.services import broker_heartbeat
-from tests.api.helpers import expect_error
+from tests.support.api import expect_error
 from topics.models import TopicGroup
 
 pytestmark = pytest.mark.django_db

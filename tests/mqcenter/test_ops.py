@@ -10,7 +10,7 @@ from django.test import override_settings
 from django.urls import reverse
 from openapi_spec_validator import validate
 
-from tests.api.helpers import expect_error
+from tests.support.api import expect_error
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
+
+
+pytestmark = pytest.mark.e2e  # runs the quick start
 
 
 def test_the_sqlite_quick_start_says_what_reports_need(tmp_path: Path) -> None:
