@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from messages.serializers import NAME_PATTERN, ErrorSerializer
+from messages.services.purge import topic_remove
 from mqcenter.core.auth import IsAdminToken, Principal
 from mqcenter.core.errors import Forbidden, InvalidRequest, NotFound
 from topics import services
@@ -238,5 +239,5 @@ class TopicDetailView(APIView):
 
     @extend_schema(operation_id="topic_delete", responses={204: None, **ERRORS})
     def delete(self, request: Request, topic: str) -> Response:
-        services.topic_delete(actor=request.user.name, topic=self._topic(request.user, topic, admin=True))
+        topic_remove(actor=request.user.name, topic=self._topic(request.user, topic, admin=True))
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -118,12 +118,18 @@ def topic_update(
     return topic
 
 
-def topic_delete(*, actor: str, topic: Topic) -> None:
-    """Delete a topic. Refused while it still has live (NEW or RUNNING) messages."""
+def topic_require_drained(*, topic: Topic) -> None:
+    """Raise Conflict while the topic still has live (NEW or RUNNING) messages."""
     from messages.models import Message, Status
 
     if Message.objects.filter(topic=topic.name, status__in=[Status.NEW, Status.RUNNING]).exists():
         raise Conflict(f"Topic {topic.name!r} still has live messages; drain or delete them first.")
+
+
+def topic_delete(*, actor: str, topic: Topic) -> None:
+    """Delete the topic's row and its groups (`messages.services.purge.topic_remove` removes
+    its messages and history first). Refused while it still has live messages."""
+    topic_require_drained(topic=topic)
     with transaction.atomic():
         audit_record(actor=actor, action="topic.delete", target=topic, before=topic_snapshot(topic))
         topic.delete()

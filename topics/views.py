@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 from rest_framework import serializers as drf_serializers
 
 from messages import selectors as message_selectors
+from messages.services.purge import topic_remove
 from mqcenter.console import htmx_redirect, render_page
 from mqcenter.core.auth import Principal
 from mqcenter.core.errors import Forbidden, InvalidRequest, MQError, NotFound
@@ -191,7 +192,7 @@ def topic_pause(request: HttpRequest, name: str) -> HttpResponse:
 def topic_delete(request: HttpRequest, name: str) -> HttpResponse:
     principal = request.console.principal
     topic = topic_for(principal, name)
-    services.topic_delete(actor=principal.name, topic=topic)
+    topic_remove(actor=principal.name, topic=topic)
     flash.success(request, f"Deleted topic {name}.")
     return htmx_redirect(request, reverse("console:topics"))
 
