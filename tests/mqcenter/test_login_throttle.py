@@ -9,7 +9,7 @@ from django.test import Client
 
 from mqcenter.core.login_throttle import MAX_FAILURES_PER_USERNAME
 
-from .conftest import make_user
+from tests.console.conftest import make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -32,7 +32,8 @@ class Broker:
     def __init__(self) -> None:
         app = LongPoll(WSGIMiddleware(get_wsgi_application(), workers=8))  # type: ignore[arg-type]
         self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
         self.client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="https://testserver")
 
     def post(self, path: str, body: Any, token: str) -> httpx.Response:
@@ -43,6 +44,8 @@ class Broker:
     def close(self) -> None:
         asyncio.run_coroutine_threadsafe(self.client.aclose(), self.loop).result(timeout=10)
         self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
 
 
 @pytest.fixture
