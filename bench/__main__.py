@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int)
     parser.add_argument("--soak-seconds", type=float)
     parser.add_argument("--soak-rate", type=float)
-    parser.add_argument("--serving", help="uvicorn1, uvicorn2, gunicorn-uvicorn2, gthread2x8, gthread2x32")
+    parser.add_argument("--serving", help="uvicorn1, uvicorn2, gunicorn-uvicorn2")
     parser.add_argument("--results", type=Path)
     parser.add_argument("--note", default="", help="free text stored with the run (e.g. 'machine shared')")
     args = parser.parse_args(argv)

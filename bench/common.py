@@ -151,7 +151,7 @@ class Serving:
     """One way of serving the broker: the command that runs it and a label for the report."""
 
     label: str
-    kind: str  # runbroker | gunicorn-uvicorn | gunicorn-gthread
+    kind: str  # runbroker | gunicorn-uvicorn
     workers: int = 1
     threads: int = 0
     env: tuple[tuple[str, str], ...] = ()  # extra environment of the server processes
@@ -163,9 +163,6 @@ class Serving:
         gunicorn = [PYTHON, "-m", "gunicorn", "-b", bind, "-w", str(self.workers), "--log-level", "warning"]
         if self.kind == "gunicorn-uvicorn":
             return [*gunicorn, "-k", "uvicorn.workers.UvicornWorker", "mqcenter.asgi:application"]
-        if self.kind == "gunicorn-gthread":
-            return [*gunicorn, "-k", "gthread", "--threads", str(self.threads), "--timeout", "120",
-                    "mqcenter.wsgi:application"]
         raise ValueError(self.kind)
 
 
@@ -173,8 +170,6 @@ SERVINGS = {
     "uvicorn1": Serving("runbroker (uvicorn, 1 worker)", "runbroker", 1),
     "uvicorn2": Serving("runbroker (uvicorn, 2 workers)", "runbroker", 2),
     "gunicorn-uvicorn2": Serving("gunicorn + UvicornWorker, 2 workers (the same ASGI app as runbroker)", "gunicorn-uvicorn", 2),
-    "gthread2x8": Serving("gunicorn gthread (WSGI), 2 workers x 8 threads", "gunicorn-gthread", 2, 8),
-    "gthread2x32": Serving("gunicorn gthread (WSGI), 2 workers x 32 threads", "gunicorn-gthread", 2, 32),
 }
 DEFAULT_SERVING = os.environ.get("MQ_BENCH_SERVING", "uvicorn2")
 

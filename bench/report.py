@@ -142,15 +142,11 @@ def table(data: dict[str, Any]) -> str:
     serving = f.get("serving")
     if serving:
         lines += ["", "Serving options (same machine, same run):", "",
-                  "| server | produce msg/s | HTTP pull+ack msg/s | GET /healthz req/s | RSS MB | produce call with polls holding threads |",
-                  "|---|---|---|---|---|---|"]
+                  "| server | produce msg/s | HTTP pull+ack msg/s | GET /healthz req/s | RSS MB |",
+                  "|---|---|---|---|---|"]
         for row in (v for v in serving.values() if isinstance(v, dict) and "label" in v):
-            held = ""
-            if "produce_s_with_threads_held_by_polls" in row:
-                held = (f"all threads held: {row['produce_s_with_threads_held_by_polls']:.2f} s; "
-                        f"half: {row['produce_s_with_half_threads_held']:.2f} s")
             lines.append(f"| {row['label']} | {_fmt(row['produce'])} | {_fmt(row['pull_ack'])} | "
-                         f"{_fmt(row['healthz'])} | {row['rss_mb']:.0f} | {held} |")
+                         f"{_fmt(row['healthz'])} | {row['rss_mb']:.0f} |")
     meta = data.get("meta", {})
     if meta:
         lines += ["", f"Scale: {meta.get('scale', {}).get('name')}; broker served by {meta.get('serving')}; "
