@@ -179,6 +179,7 @@ class BenchBroker(BrokerServer):
 
     def __init__(self, name: str = "bench", *, serving: str = DEFAULT_SERVING, **extra_env: str) -> None:
         super().__init__(name, per_run=False, extra_env={"REDIS_URL": REDIS_URL, "MQ_LOG_LEVEL": "WARNING",
+                                                         "DJANGO_SECRET_KEY": os.environ.get("DJANGO_SECRET_KEY", "bench-only-" + "k" * 40),
                                                          "MQ_TOKEN_RATE": "100000000/min", **extra_env})
         self.serving = SERVINGS[serving]
         self.url = ""

@@ -18,9 +18,8 @@ from mqcenter.console import htmx_redirect, int_from_form, query_string, render_
 from mqcenter.core.errors import InvalidRequest, MQError
 from mqcenter.core.login_throttle import (
     WINDOW_SECONDS,
-    login_attempt_blocked,
-    login_failure_record,
-    login_failures_clear,
+    login_attempt_admit,
+    login_success_record,
 )
 from mqcenter.core.roles import (
     LOGIN_ONLY,
@@ -44,15 +43,11 @@ class ThrottledAuthenticationForm(AuthenticationForm):
     def clean(self) -> dict[str, Any]:
         username = self.cleaned_data.get("username") or ""
         address = self.request.META.get("REMOTE_ADDR", "") if self.request else ""
-        if login_attempt_blocked(username=username, address=address):
+        if not login_attempt_admit(username=username, address=address):
             self.throttled = True
             raise ValidationError("Too many failed logins. Wait 15 minutes and try again.", code="throttled")
-        try:
-            cleaned = super().clean()
-        except ValidationError:
-            login_failure_record(username=username, address=address)
-            raise
-        login_failures_clear(username=username)
+        cleaned = super().clean()
+        login_success_record(username=username, address=address)
         return cleaned
 
 

@@ -32,9 +32,22 @@ def env_list(name: str, default: str = "") -> list[str]:
 
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
-# The quick start needs no configuration; production must set DJANGO_SECRET_KEY
-# (`manage.py check --deploy` flags this default).
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "django-insecure-mqcenter-quickstart-only")
+# Production sets DJANGO_SECRET_KEY and is refused without it. The embedded quick start (no
+# DATABASE_URL) and DEBUG generate one, kept in MQ_VAR_DIR/secret_key.
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG and "DATABASE_URL" in os.environ:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured("Set DJANGO_SECRET_KEY: a broker with its own database needs a secret key of its own.")
+    _key_file = VAR_DIR / "secret_key"
+    if not _key_file.exists():
+        import secrets
+
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        _key_file.write_text(secrets.token_urlsafe(50))
+        _key_file.chmod(0o600)
+    SECRET_KEY = _key_file.read_text().strip()
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "*")
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
 
@@ -268,6 +281,9 @@ MQ_HEARTBEAT_SECONDS = env_int("MQ_HEARTBEAT_SECONDS", 10)
 MQ_FALLBACK_POLL_SECONDS = float(os.environ.get("MQ_FALLBACK_POLL_SECONDS", "20.0"))
 MQ_MAX_RETRY_DELAY_SECONDS = env_int("MQ_MAX_RETRY_DELAY_SECONDS", 86400)
 MQ_ADVERTISED_URL = os.environ.get("MQ_ADVERTISED_URL", "")
+# Addresses of the reverse proxies whose X-Forwarded-For / X-Forwarded-Proto are believed
+# (comma-separated); none by default, so a client cannot choose the address it is seen from.
+MQ_TRUSTED_PROXIES = [a.strip() for a in os.environ.get("MQ_TRUSTED_PROXIES", "").split(",") if a.strip()]
 MQ_REDRIVE_SYNC_LIMIT = env_int("MQ_REDRIVE_SYNC_LIMIT", 10000)
 
 # --- maintenance (Celery beat jobs; see messages/services/maintenance.py) ----------------

@@ -4,6 +4,8 @@ import os
 
 os.environ.setdefault("DATABASE_URL", "mysql://root@127.0.0.1:3306/mqcenter")
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
+# The test run's own key; broker and worker processes the tests start inherit it.
+os.environ.setdefault("DJANGO_SECRET_KEY", "test-suite-only-" + "x" * 40)
 os.environ.setdefault("MQ_VAR_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), "var", "test"))
 
 from mqcenter.settings import *  # noqa: F403

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from messages import api as messages_api
@@ -39,6 +40,8 @@ urlpatterns = [
     path("healthz", ops.healthz, name="healthz"),
     path("readyz", ops.readyz, name="readyz"),
     path("metrics", ops.metrics_view, name="metrics"),
+    # The admin signs in through the console's login, with its throttle: it has no login of its own.
+    path("admin/login/", RedirectView.as_view(url="/login/?next=/admin/", query_string=False)),
     path("admin/", admin.site.urls),
     path("", include("mqcenter.console_urls", namespace="console")),
 ]

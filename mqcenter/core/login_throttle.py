@@ -1,7 +1,7 @@
 """Console login throttling.
 
 Too many failed logins for one username, or from one address, block further attempts for a
-while: password guessing slows to a crawl, while a user who mistyped is back within the
+while (each attempt is counted before its password is checked; a success takes it back): password guessing slows to a crawl, while a user who mistyped is back within the
 window. Counters live in the cache (Redis in production); if the cache is down, logins are
 not blocked (the password check still applies).
 """
@@ -28,32 +28,27 @@ def _address_key(address: str) -> str:
     return "login-fail:addr:" + hashlib.sha256(address.encode()).hexdigest()[:32]
 
 
-def login_attempt_blocked(*, username: str, address: str) -> bool:
-    """True when this username or address failed too often within the window."""
+def login_attempt_admit(*, username: str, address: str) -> bool:
+    """Count a login attempt for this username and address, then answer whether it may be
+    checked: False once either has too many recent attempts that no success followed. The
+    count comes first (one atomic increment each), so concurrent guesses cannot all pass a
+    check made before any of them was counted."""
     try:
-        failures = cache.get_many([_username_key(username), _address_key(address)])
+        counts = []
+        for key in (_username_key(username), _address_key(address)):
+            cache.add(key, 0, WINDOW_SECONDS)  # the window starts at the first attempt
+            counts.append(cache.incr(key))
     except Exception:  # noqa: BLE001 - the cache is not on the security-critical path
         logger.warning("login throttle unavailable: cache error")
-        return False
-    return (
-        failures.get(_username_key(username), 0) >= MAX_FAILURES_PER_USERNAME
-        or failures.get(_address_key(address), 0) >= MAX_FAILURES_PER_ADDRESS
-    )
+        return True
+    return counts[0] <= MAX_FAILURES_PER_USERNAME and counts[1] <= MAX_FAILURES_PER_ADDRESS
 
 
-def login_failure_record(*, username: str, address: str) -> None:
-    """Count a failed login; the window starts at the first failure."""
-    try:
-        for key in (_username_key(username), _address_key(address)):
-            cache.add(key, 0, WINDOW_SECONDS)
-            cache.incr(key)
-    except Exception:  # noqa: BLE001
-        logger.warning("login throttle unavailable: cache error")
-
-
-def login_failures_clear(*, username: str) -> None:
-    """A successful login forgets the username's failures (not the address's)."""
+def login_success_record(*, username: str, address: str) -> None:
+    """A successful login forgets the username's attempts and takes its own back from the
+    address's count."""
     try:
         cache.delete(_username_key(username))
+        cache.decr(_address_key(address))
     except Exception:  # noqa: BLE001
         logger.warning("login throttle unavailable: cache error")

@@ -8,7 +8,6 @@ import pytest
 from django.test import Client
 
 from mqcenter.core.login_throttle import MAX_FAILURES_PER_USERNAME
-
 from tests.console.conftest import make_user
 
 pytestmark = pytest.mark.django_db
