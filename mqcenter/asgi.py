@@ -20,16 +20,16 @@ django_wsgi = get_wsgi_application()
 
 from a2wsgi import WSGIMiddleware  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from mqcenter.core.origins import SameOriginSockets  # noqa: E402
 from mqcenter.longpoll import LongPoll  # noqa: E402
 from mqcenter.routing import websocket_urlpatterns  # noqa: E402
 
 sockets = URLRouter(websocket_urlpatterns)
-# Console sockets ride on the session cookie, so their Origin must be ours; API sockets
-# (/ws/v1/...) authenticate with a bearer token and come from SDKs that send no Origin.
-console_sockets = AllowedHostsOriginValidator(sockets)
+# Console sockets ride on the session cookie, so their Origin must be this site's; API
+# sockets (/ws/v1/...) authenticate with a bearer token and come from SDKs that send no Origin.
+console_sockets = SameOriginSockets(sockets)
 
 
 async def websocket(scope: dict[str, Any], receive: Any, send: Any) -> None:

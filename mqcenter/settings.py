@@ -281,6 +281,8 @@ MQ_HEARTBEAT_SECONDS = env_int("MQ_HEARTBEAT_SECONDS", 10)
 MQ_FALLBACK_POLL_SECONDS = float(os.environ.get("MQ_FALLBACK_POLL_SECONDS", "20.0"))
 MQ_MAX_RETRY_DELAY_SECONDS = env_int("MQ_MAX_RETRY_DELAY_SECONDS", 86400)
 MQ_ADVERTISED_URL = os.environ.get("MQ_ADVERTISED_URL", "")
+# Origins (scheme://host:port) besides the console's own whose pages may open its WebSockets.
+MQ_CONSOLE_ORIGINS = [o.strip() for o in os.environ.get("MQ_CONSOLE_ORIGINS", "").split(",") if o.strip()]
 # Addresses of the reverse proxies whose X-Forwarded-For / X-Forwarded-Proto are believed
 # (comma-separated); none by default, so a client cannot choose the address it is seen from.
 MQ_TRUSTED_PROXIES = [a.strip() for a in os.environ.get("MQ_TRUSTED_PROXIES", "").split(",") if a.strip()]

@@ -96,3 +96,23 @@ def test_it_pushes_a_messages_trace_and_hides_other_lines(transactional_db: Any,
     assert 'id="message-status">FAIL<' in frames[0]
     outsider = make_user("otto", "viewer", other)
     assert async_to_sync(_talk)(f"/ws/console/messages/{message.id}", outsider) == ["closed:4404"]
+
+
+def test_a_console_socket_opens_only_from_a_page_of_this_site(transactional_db: Any) -> None:
+    from mqcenter.asgi import console_sockets
+
+    viewer = make_user("vera", "viewer", Biz.objects.create(name="shop"))
+
+    async def open_from(origin: bytes) -> bool:
+        communicator = WebsocketCommunicator(console_sockets, "/ws/console/dashboard")
+        communicator.scope["headers"] = [(b"host", b"mq.example.com:8000"), (b"origin", origin)]
+        communicator.scope["user"] = viewer
+        connected, _ = await communicator.connect(timeout=10)
+        if connected:
+            await communicator.disconnect()
+        return connected
+
+    assert async_to_sync(open_from)(b"http://mq.example.com:8000") is True
+    assert async_to_sync(open_from)(b"http://mq.example.com:9999") is False  # another port, same host
+    assert async_to_sync(open_from)(b"https://evil.example") is False
+    assert async_to_sync(open_from)(b"") is False
