@@ -14,8 +14,9 @@ from typing import Any
 from django.conf import settings
 
 from messages.services import AckResult, ProduceItem, data_text
+from messages.services.operations import data_size_check
 from mqcenter.core.dates import parse_iso_datetime
-from mqcenter.core.errors import InvalidRequest, PayloadTooLarge
+from mqcenter.core.errors import InvalidRequest
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}\Z")
 CONSUMER_RE = re.compile(r"^[A-Za-z0-9_.:@/\-]{1,200}\Z")
@@ -119,12 +120,7 @@ def produce_item(item: Any, path: str) -> ProduceItem:
         data = data_text(item["data"])
     except (ValueError, TypeError, RecursionError) as exc:
         raise _fail(f"{path}.data", "must be a JSON value.") from exc
-    # A character is at most 4 bytes in UTF-8: only long data needs encoding to be measured.
-    if len(data) * 4 > settings.MQ_MAX_DATA_BYTES and len(data.encode()) > settings.MQ_MAX_DATA_BYTES:
-        raise PayloadTooLarge(
-            f"{path}.data is {len(data.encode())} bytes serialized; the limit is {settings.MQ_MAX_DATA_BYTES}.",
-            details={"field": f"{path}.data"},
-        )
+    data_size_check(data, f"{path}.data")
     topic = name(item.get("topic"), f"{path}.topic")
     if len(item) == 2:  # the common message: topic and data only, nothing more to check
         return ProduceItem(topic, data)

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.utils.http import urlencode
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 
 from mqcenter.core.dates import parse_iso_datetime
 from mqcenter.core.errors import InvalidRequest
@@ -22,6 +22,16 @@ def render_page(
     if partial and htmx and not htmx.boosted and htmx.target == partial:
         return TemplateResponse(request, f"{template}#{partial}", context, status=status)
     return TemplateResponse(request, template, context, status=status)
+
+
+def next_path(request: HttpRequest, default: str) -> str:
+    """The form's `next` when it is a path of this site, else `default`: never another site,
+    never a header-splitting value."""
+    target = request.POST.get("next") or request.GET.get("next") or ""
+    if "\r" in target or "\n" in target or not target.startswith("/") or target.startswith("//") \
+            or not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        return default
+    return target
 
 
 def htmx_redirect(request: HttpRequest, url: str) -> HttpResponse:

@@ -17,7 +17,7 @@ from rest_framework import serializers as drf_serializers
 
 from messages import selectors as message_selectors
 from messages.services.purge import topic_remove
-from mqcenter.console import htmx_redirect, render_page
+from mqcenter.console import htmx_redirect, next_path, render_page
 from mqcenter.core.auth import Principal
 from mqcenter.core.errors import Forbidden, InvalidRequest, MQError, NotFound
 from mqcenter.core.roles import console_principal, console_view
@@ -182,9 +182,10 @@ def topic_pause(request: HttpRequest, name: str) -> HttpResponse:
     principal = request.console.principal
     topic = topic_for(principal, name)
     paused = request.POST.get("paused") == "1"
+    target = next_path(request, reverse("console:topics"))  # before anything changes
     services.topic_update(actor=principal.name, topic=topic, settings={"paused": paused})
     flash.success(request, f"{'Paused' if paused else 'Resumed'} topic {topic.name}.")
-    return htmx_redirect(request, request.POST.get("next") if request.POST.get("next", "").startswith("/") else reverse("console:topics"))
+    return htmx_redirect(request, target)
 
 
 @require_POST

@@ -22,7 +22,7 @@ from mqcenter.celery import app as celery_app
 from mqcenter.core.audit import audit_record
 from mqcenter.core.auth import Principal
 from mqcenter.core.dates import parse_iso_datetime
-from mqcenter.core.errors import InvalidRequest, NotFound
+from mqcenter.core.errors import InvalidRequest, NotFound, PayloadTooLarge
 from registry.wakeups import wakeup_hub
 from topics.models import Topic
 from topics.services import topic_require_biz
@@ -55,6 +55,8 @@ def message_snapshot(message: Message) -> dict[str, Any]:
 
 def message_edit(*, principal: Principal, message_id: int, changes: dict[str, Any]) -> Message:
     """Change data (JSON text), status, effect_time or retry_remaining of one message."""
+    if "data" in changes:
+        data_size_check(changes["data"], "data")
     if "status" in changes and changes["status"] not in EDITABLE_STATUSES:
         raise InvalidRequest(
             f"status may be set to {', '.join(EDITABLE_STATUSES)}.", details={"field": "status"}
@@ -266,6 +268,16 @@ _DATA_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allo
 def data_text(value: Any) -> str:
     """Serialize a message's data the one way the broker stores it."""
     return _DATA_ENCODER.encode(value)
+
+
+def data_size_check(data: str, field: str) -> None:
+    """Refuse (413) message data over MQ_MAX_DATA_BYTES serialized, on every door that stores it."""
+    # A character is at most 4 bytes in UTF-8: only long data needs encoding to be measured.
+    if len(data) * 4 > settings.MQ_MAX_DATA_BYTES and len(data.encode()) > settings.MQ_MAX_DATA_BYTES:
+        raise PayloadTooLarge(
+            f"{field} is {len(data.encode())} bytes serialized; the limit is {settings.MQ_MAX_DATA_BYTES}.",
+            details={"field": field},
+        )
 
 
 def effect_time_parse(value: Any) -> datetime:

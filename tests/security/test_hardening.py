@@ -9,6 +9,7 @@ import sys
 import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -62,3 +63,36 @@ def test_a_broker_with_its_own_database_refuses_to_start_without_a_secret_key(tm
     assert result.returncode != 0
     assert "Set DJANGO_SECRET_KEY" in result.stderr
     assert not (tmp_path / "secret_key").exists()
+
+
+@pytest.mark.django_db
+def test_an_edit_obeys_the_data_size_limit(admin_api: Any, producer_api: Any) -> None:
+    from django.test import override_settings
+
+    from messages.models import Message
+    from tests.support.api import produce
+
+    [stored] = produce(producer_api, {"topic": "orders", "data": 1})
+    with override_settings(MQ_MAX_DATA_BYTES=1000):
+        response = admin_api.patch(f"/api/v1/messages/{stored['id']}", {"data": "x" * 2000})
+
+    assert response.status_code == 413 and response.json()["error"]["details"]["field"] == "data"
+    assert Message.objects.get(id=stored["id"]).data == "1"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("target", ["//evil.example/", "https://evil.example/", "/topics/\r\nSet-Cookie: x=1"])
+def test_a_pause_with_a_foreign_or_broken_next_goes_home_and_pauses(target: str) -> None:
+    from django.test import Client
+
+    from topics.models import Biz, Topic
+
+    shop = Biz.objects.create(name="shop")
+    Topic.objects.create(name="orders", biz=shop)
+    client = Client()
+    client.force_login(make_user(f"adm-{uuid.uuid4().hex[:6]}", "admin", shop))
+
+    response = client.post("/topics/orders/pause/", {"paused": "1", "next": target})
+
+    assert response.status_code == 303 and response["Location"] == "/topics/"
+    assert Topic.objects.get(name="orders").paused
