@@ -64,11 +64,9 @@ def consumer_heartbeat(
         for topic_name, group in subscriptions:
             modes[(topic_name, group)] = group_ensure(topic=topics[topic_name], name=group).mode
         wanted = set(subscriptions)
-        dropped = [
-            row.pk
-            for row in ConsumerInstance.objects.filter(consumer=consumer).only("topic", "group_name")
-            if (row.topic, row.group_name) not in wanted
-        ]
+        existing = list(ConsumerInstance.objects.filter(consumer=consumer).only("topic", "group_name"))
+        _require_own(principal, {row.topic for row in existing})
+        dropped = [row.pk for row in existing if (row.topic, row.group_name) not in wanted]
         if dropped:
             ConsumerInstance.objects.filter(pk__in=dropped).delete()
         ConsumerInstance.objects.bulk_create(
@@ -142,13 +140,19 @@ rank_cache = _RankCache()
 def consumer_leave(*, principal: Principal, consumer: str) -> int:
     """Remove a consumer's subscriptions (graceful shutdown). Returns how many went."""
     rows = ConsumerInstance.objects.filter(consumer=consumer)
-    names = set(rows.values_list("topic", flat=True))
-    owners = _topic_owners(names)
-    for topic in names:
-        if not principal.may("consume", topic) or not principal.may_biz(owners.get(topic)):
-            raise Forbidden(f"This token has no consume scope for topic {topic!r}.")
+    _require_own(principal, set(rows.values_list("topic", flat=True)))
     deleted, _ = rows.delete()
     return deleted
+
+
+def _require_own(principal: Principal, topics: set[str]) -> None:
+    """A consumer id's entries are changed only by a token that may consume all of its topics
+    in their business lines: another line cannot overwrite or empty them."""
+    owners = _topic_owners(topics)
+    for topic in sorted(topics):
+        if not principal.may("consume", topic) or not principal.may_biz(owners.get(topic)):
+            raise Forbidden(f"Consumer entries on topic {topic!r} belong to another token's reach.",
+                            details={"field": "consumer"})
 
 
 def _topic_owners(names: set[str]) -> dict[str, int | None]:

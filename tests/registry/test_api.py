@@ -115,3 +115,18 @@ def test_it_lists_live_brokers_only(consumer_api):
     assert response.status_code == 200
     assert [(b["node_id"], b["url"]) for b in response.json()] == [("n1", "http://10.0.0.5:8000")]
     assert heartbeat(consumer_api, "c1", ("orders", "a"))["brokers"] == ["http://10.0.0.5:8000"]
+
+
+def test_another_line_cannot_overwrite_or_empty_a_consumers_entry(consumer_api, outsider_api):
+    mine = {"consumer": "shared-id", "subscriptions": [{"topic": "orders", "group": "billing"}]}
+    assert consumer_api.post("/api/v1/registry/consumers", mine).status_code == 200
+
+    emptied = outsider_api.post("/api/v1/registry/consumers", {"consumer": "shared-id", "subscriptions": []})
+    moved = outsider_api.post("/api/v1/registry/consumers", {
+        "consumer": "shared-id", "subscriptions": [{"topic": "elsewhere", "group": "g"}]})
+    left = outsider_api.delete("/api/v1/registry/consumers/shared-id")
+
+    assert [r.status_code for r in (emptied, moved, left)] == [403, 403, 403]
+    from registry.models import ConsumerInstance
+    assert list(ConsumerInstance.objects.filter(consumer="shared-id").values_list("topic", "group_name")) == [
+        ("orders", "billing")]
