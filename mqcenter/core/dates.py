@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.utils.dateparse import parse_datetime
@@ -10,10 +10,16 @@ from django.utils.dateparse import parse_datetime
 
 def parse_iso_datetime(value: Any) -> datetime | None:
     """An ISO 8601 datetime, or None for anything else, including well-formed but impossible
-    values (minute 99, month 13) on which Django's parser raises instead."""
+    values (minute 99, month 13) on which Django's parser raises instead, and times at the
+    edges of the calendar whose offset puts them outside it in UTC (year 1 or 9999)."""
     if not isinstance(value, str) or len(value) > 64:
         return None
     try:
-        return parse_datetime(value)
-    except ValueError:
+        parsed = parse_datetime(value)
+        if parsed is not None and parsed.tzinfo is not None:
+            parsed.astimezone(UTC)  # raises OverflowError past year 9999 or before year 1
+            if parsed.year in (1, 9999):  # the database's own range and timedeltas added to it
+                return None
+    except (ValueError, OverflowError):
         return None
+    return parsed
