@@ -197,7 +197,7 @@ CONTENT_SECURITY_POLICY = {
         "script-src": ["'self'"],
         "style-src": ["'self'"],
         "img-src": ["'self'", "data:"],
-        "connect-src": ["'self'", "ws:", "wss:"],
+        "connect-src": ["'self'"],  # the site's own ws/wss origin too (CSP Level 3)
         "frame-ancestors": ["'none'"],
         "form-action": ["'self'"],
         "base-uri": ["'self'"],

@@ -19,7 +19,6 @@ import json
 import logging
 import threading
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 from websockets.sync.client import ClientConnection, connect
 
@@ -32,12 +31,11 @@ logger = logging.getLogger("mqclient.websocket")
 WS_PATH = "/ws/v1/consumer"
 
 
-def websocket_url(broker: str, token: str | None) -> str:
-    """``http(s)://host`` → ``ws(s)://host/ws/v1/consumer?token=...``."""
+def websocket_url(broker: str) -> str:
+    """``http(s)://host`` → ``ws(s)://host/ws/v1/consumer`` (the token goes in a header)."""
     scheme, _, rest = broker.partition("://")
     ws_scheme = "wss" if scheme == "https" else "ws"
-    url = f"{ws_scheme}://{rest.rstrip('/')}{WS_PATH}"
-    return f"{url}?token={quote(token)}" if token else url
+    return f"{ws_scheme}://{rest.rstrip('/')}{WS_PATH}"
 
 
 class WakeupListener:
@@ -107,7 +105,7 @@ class WakeupListener:
         token = self.runner.config.token
         headers = {"Authorization": f"Bearer {token}"} if token else None
         with connect(
-            websocket_url(broker, token), additional_headers=headers, open_timeout=5
+            websocket_url(broker), additional_headers=headers, open_timeout=5
         ) as socket:
             self._socket = socket
             pairs = [{"topic": topic, "group": group} for topic, group in self._events]

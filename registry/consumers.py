@@ -1,7 +1,8 @@
 """WebSocket doors of the registry: push wake-ups for SDK consumers.
 
-`ws://<broker>/ws/v1/consumer` with `Authorization: Bearer <token>` (or `?token=` for
-clients that cannot set headers). The client sends
+`ws://<broker>/ws/v1/consumer` with `Authorization: Bearer <token>`, or, for clients that
+cannot set headers (browsers), the subprotocols `mq` and `mq-token.<token>` (the broker selects
+`mq`). Never in the query string, which proxies and access logs keep. The client sends
 `{"subscribe": [{"topic": "orders", "group": "billing"}]}`; the broker answers
 `{"subscribed": [...]}` and then pushes `{"type": "wake", "topic", "group"}` whenever that
 pair has deliverable work, so the client pulls at once instead of holding a long-poll open.
@@ -14,7 +15,6 @@ import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -28,12 +28,17 @@ from registry.wakeups import Pair, wakeup_hub
 MAX_SUBSCRIPTIONS = 100
 
 
+TOKEN_SUBPROTOCOL = "mq-token."  # noqa: S105 - a prefix, not a secret
+
+
 def _token_from(scope: dict[str, Any]) -> str:
     for name, value in scope.get("headers", []):
         if name == b"authorization" and value.lower().startswith(b"bearer "):
             return value[7:].decode("ascii", "replace").strip()
-    query = parse_qs(scope.get("query_string", b"").decode("ascii", "replace"))
-    return (query.get("token") or [""])[0]
+    for protocol in scope.get("subprotocols", []):
+        if protocol.startswith(TOKEN_SUBPROTOCOL):
+            return protocol[len(TOKEN_SUBPROTOCOL):]
+    return ""
 
 
 class ConsumerWakeupSocket(AsyncWebsocketConsumer):
@@ -46,7 +51,7 @@ class ConsumerWakeupSocket(AsyncWebsocketConsumer):
         except MQError:
             await self.close(code=4401)
             return
-        await self.accept()
+        await self.accept("mq" if "mq" in self.scope.get("subprotocols", []) else None)
 
     async def disconnect(self, code: int) -> None:
         if self.stop_listening is not None:

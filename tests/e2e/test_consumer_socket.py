@@ -66,9 +66,28 @@ def test_it_refuses_a_socket_without_a_valid_token(broker: Any) -> None:
     _, url = broker
 
     async def scenario() -> None:
-        ws_url = url.replace("http://", "ws://") + "/ws/v1/consumer?token=mq_nope_nope"
-        async with websockets.connect(ws_url) as ws:
+        ws_url = url.replace("http://", "ws://") + "/ws/v1/consumer"
+        async with websockets.connect(ws_url, additional_headers={"Authorization": "Bearer mq_nope_nope"}) as ws:
             await ws.recv()
 
     with pytest.raises(WebSocketException):
         run_async(scenario())
+
+
+def test_it_takes_no_token_from_the_query_string_and_one_from_a_subprotocol(broker: Any) -> None:
+    server, url = broker
+    ws_url = url.replace("http://", "ws://") + "/ws/v1/consumer"
+
+    async def in_query() -> None:
+        async with websockets.connect(f"{ws_url}?token={server.token}") as ws:
+            await ws.recv()
+
+    async def in_subprotocol() -> str | None:
+        async with websockets.connect(ws_url, subprotocols=["mq", f"mq-token.{server.token}"]) as ws:
+            await ws.send(json.dumps({"subscribe": [{"topic": "subproto", "group": "g"}]}))
+            answer = json.loads(await asyncio.wait_for(ws.recv(), 5))
+            return answer["type"] if ws.subprotocol == "mq" else None
+
+    with pytest.raises(WebSocketException):
+        run_async(in_query())
+    assert run_async(in_subprotocol()) == "subscribed"

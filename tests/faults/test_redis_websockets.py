@@ -86,7 +86,7 @@ def test_console_live_pages_keep_updating_through_a_redis_outage(redis_server: P
 
 
 def subscribe(url: str, token: str, topic: str) -> ClientConnection:
-    socket = connect(ws_url(url, f"/ws/v1/consumer?token={token}"))
+    socket = connect(ws_url(url, "/ws/v1/consumer"), additional_headers={"Authorization": f"Bearer {token}"})
     socket.send(json.dumps({"subscribe": [{"topic": topic, "group": "default"}]}))
     answer: dict[str, Any] = json.loads(socket.recv(timeout=10))
     assert answer["type"] == "subscribed", answer
