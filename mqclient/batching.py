@@ -31,7 +31,7 @@ from typing import Any
 from mqclient.config import ClientConfig
 from mqclient.errors import APIError, BufferFull, MQClientError, ProducerClosed
 from mqclient.message import ProducedMessage
-from mqclient.producer import MAX_BATCH, Delay, OutgoingMessage, build_message, receipts
+from mqclient.outgoing import MAX_BATCH, Delay, OutgoingMessage, build_message, receipts
 from mqclient.transport import Transport
 
 logger = logging.getLogger("mqclient.batching")

@@ -6,12 +6,18 @@ import enum
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+from mqclient.consumer import ConsumerSpec
 from mqclient.message import Message
 
-if TYPE_CHECKING:
-    from mqclient.subscription import Subscription
+
+class Handling(Protocol):
+    """What a delivery knows of the subscription handling it (`mqclient.subscription`)."""
+
+    spec: ConsumerSpec
+
+    def time_out(self, delivery: Any) -> None: ...
 
 #: Assume the answer reached us this long after the broker started the lease.
 LEASE_SAFETY_MARGIN = 0.5
@@ -40,7 +46,7 @@ class Delivery:
     """
 
     message: Message
-    subscription: Subscription
+    subscription: Handling
     received_at: float
     lease_seconds: int  # how long each extension asks for
     lease_deadline: float
@@ -54,7 +60,7 @@ class Delivery:
 
     @classmethod
     def received(
-        cls, message: Message, subscription: Subscription, *, timeout: float | None
+        cls, message: Message, subscription: Handling, *, timeout: float | None
     ) -> Delivery:
         """Estimate the lease without trusting our wall clock more than the broker's.
 

@@ -8,139 +8,24 @@ gets a ``dedup_key`` before its first attempt when the caller did not give one.
 
 from __future__ import annotations
 
-import math
-import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from mqclient.batching import BatchingProducer
 from mqclient.config import ClientConfig
 from mqclient.message import ProducedMessage
+from mqclient.outgoing import (
+    MAX_BATCH,
+    Delay,
+    OutgoingMessage,
+    build_message,
+    message_from_mapping,
+    receipts,
+)
 from mqclient.transport import Transport
 
-if TYPE_CHECKING:
-    from mqclient.batching import BatchingProducer
 
 #: API.md's default limit of messages per produce call.
-MAX_BATCH = 1000
-
-Delay = float | int | timedelta | datetime
-
-#: Keyword names accepted for one message, by ``produce`` and as dict keys by ``produce_many``.
-MESSAGE_FIELDS = frozenset(
-    {
-        "topic",
-        "data",
-        "group",
-        "key",
-        "delay",
-        "retry_count",
-        "timeout",
-        "dedup_key",
-        "headers",
-        "broadcast",
-    }
-)
-
-
-@dataclass(frozen=True)
-class OutgoingMessage:
-    """One message ready to send: its API body and the dedup key it carries."""
-
-    body: dict[str, Any]
-    dedup_key: str
-    sdk_key: bool  # True when the SDK made the key up (see ProducedMessage.duplicate)
-    broadcast: bool = False
-
-
-def new_dedup_key() -> str:
-    """A key no caller will ever choose: ``sdk-`` and a random uuid4."""
-    return f"sdk-{uuid.uuid4().hex}"
-
-
-def _delay_fields(delay: Delay | None) -> dict[str, Any]:
-    """``delay_seconds`` for a relative delay, ``effect_time`` for an absolute datetime.
-
-    A relative delay is sent as seconds rather than turned into a time here, so the broker's
-    clock, not ours, decides when it comes due.
-    """
-    if delay is None:
-        return {}
-    if isinstance(delay, datetime):
-        when = delay if delay.tzinfo else delay.replace(tzinfo=UTC)
-        return {"effect_time": when.isoformat()}
-    seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
-    if seconds < 0:
-        raise ValueError("delay must not be negative")
-    return {"delay_seconds": math.ceil(seconds)}
-
-
-def build_message(
-    topic: str,
-    data: Any,
-    *,
-    group: str | None = None,
-    key: str | None = None,
-    delay: Delay | None = None,
-    retry_count: int | None = None,
-    timeout: int | None = None,
-    dedup_key: str | None = None,
-    headers: Mapping[str, str] | None = None,
-    broadcast: bool = False,
-    auto_dedup: bool = True,
-) -> OutgoingMessage:
-    """Build the API body of one message; only set fields are sent so topic defaults apply."""
-    if broadcast and group is not None:
-        raise ValueError("a broadcast goes to every group: do not pass group")
-    body: dict[str, Any] = {"topic": topic, "data": data}
-    if group is not None:
-        body["group"] = group
-    if key is not None:
-        body["key"] = key
-    body.update(_delay_fields(delay))
-    if retry_count is not None:
-        body["retry_count"] = int(retry_count)
-    if timeout is not None:
-        body["timeout_seconds"] = int(timeout)
-    if headers:
-        body["headers"] = {str(name): str(value) for name, value in headers.items()}
-    if broadcast:
-        body["broadcast"] = True
-    sdk_key = dedup_key is None and auto_dedup
-    final_key = new_dedup_key() if sdk_key else dedup_key
-    if final_key is not None:
-        body["dedup_key"] = final_key
-    return OutgoingMessage(
-        body=body, dedup_key=final_key or "", sdk_key=sdk_key, broadcast=broadcast
-    )
-
-
-def message_from_mapping(item: Mapping[str, Any], *, auto_dedup: bool = True) -> OutgoingMessage:
-    """Build from a dict using ``produce``'s keyword names (``topic`` and ``data`` required)."""
-    unknown = set(item) - MESSAGE_FIELDS
-    if unknown:
-        raise ValueError(f"unknown message field(s): {', '.join(sorted(unknown))}")
-    if "topic" not in item or "data" not in item:
-        raise ValueError("each message needs 'topic' and 'data'")
-    fields = {name: value for name, value in item.items() if name not in {"topic", "data"}}
-    return build_message(item["topic"], item["data"], auto_dedup=auto_dedup, **fields)
-
-
-def receipts(answer: Any, sent: list[OutgoingMessage]) -> list[ProducedMessage]:
-    """Turn a ``201`` answer into receipts; items map back by position, a broadcast item's
-    copies all carry its dedup key (a request holding a broadcast is flattened in order)."""
-    entries = list((answer or {}).get("messages") or [])
-    if all(not out.broadcast for out in sent) and len(entries) == len(sent):
-        return [
-            ProducedMessage.from_api(entry, dedup_key=out.dedup_key or None, sdk_key=out.sdk_key)
-            for entry, out in zip(entries, sent, strict=True)
-        ]
-    sdk_key = all(out.sdk_key for out in sent)
-    key = sent[0].dedup_key if len(sent) == 1 else None
-    return [ProducedMessage.from_api(entry, dedup_key=key, sdk_key=sdk_key) for entry in entries]
-
-
 class Producer:
     """Send messages to the brokers; every call returns after the broker committed.
 
@@ -257,8 +142,6 @@ class Producer:
         See :class:`mqclient.batching.BatchingProducer` for ``max_batch``, ``linger``,
         ``max_buffer``, ``block_timeout`` and ``delivery_deadline``.
         """
-        from mqclient.batching import BatchingProducer
-
         return BatchingProducer(transport=self.transport, auto_dedup=self.auto_dedup, **options)
 
     def _send(self, outs: list[OutgoingMessage]) -> list[ProducedMessage]:

@@ -22,7 +22,7 @@ import threading
 import time
 import traceback
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from mqclient.consumer import ConsumerSpec
 from mqclient.delivery import Delivery, Result, State
@@ -30,8 +30,24 @@ from mqclient.errors import APIError, MQClientError, Reject
 from mqclient.message import Message
 from mqclient.pool import WorkerPool
 
-if TYPE_CHECKING:
-    from mqclient.runner import Runner
+
+class Puller(Protocol):
+    """What a subscription asks of the runner that wires it (`mqclient.runner.Runner`)."""
+
+    @property
+    def stopping(self) -> bool: ...
+
+    def pull(self, sub: Subscription, max_messages: int, *, carry: bool = True) -> list[Message]: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+    def idle_pull(self, sub: Subscription) -> None: ...
+
+    def track(self, deliveries: list[Delivery]) -> None: ...
+
+    def release(self, deliveries: list[Delivery]) -> None: ...
+
+    def submit_result(self, result: Result) -> None: ...
 
 logger = logging.getLogger("mqclient.subscription")
 
@@ -74,7 +90,7 @@ def _truncate(text: str) -> str:
 class Subscription:
     """Pull, dispatch and account for the handlers of one (topic, group)."""
 
-    def __init__(self, spec: ConsumerSpec, runner: Runner, *, group: str, concurrency: int) -> None:
+    def __init__(self, spec: ConsumerSpec, runner: Puller, *, group: str, concurrency: int) -> None:
         self.spec = spec
         self.runner = runner
         self.topic = spec.topic

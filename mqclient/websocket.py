@@ -18,13 +18,33 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from websockets.sync.client import ClientConnection, connect
 
-if TYPE_CHECKING:
-    from mqclient.runner import Runner
-    from mqclient.subscription import Subscription
+from mqclient.config import ClientConfig
+from mqclient.transport import Transport
+
+
+class Subscribed(Protocol):
+    """A (topic, group) the consumer pulls for (`mqclient.subscription.Subscription`)."""
+
+    topic: str
+    group: str
+
+
+class Listening(Protocol):
+    """What the listener needs of the runner that starts it (`mqclient.runner.Runner`)."""
+
+    config: ClientConfig
+    transport: Transport
+
+    @property
+    def subscriptions(self) -> Sequence[Subscribed]: ...
+
+    @property
+    def stopping(self) -> bool: ...
 
 logger = logging.getLogger("mqclient.websocket")
 
@@ -41,7 +61,7 @@ def websocket_url(broker: str) -> str:
 class WakeupListener:
     """Keeps the WebSocket, turns wake-up events into per-subscription ``threading.Event``."""
 
-    def __init__(self, runner: Runner) -> None:
+    def __init__(self, runner: Listening) -> None:
         self.runner = runner
         self.connected = False
         self._events: dict[tuple[str, str], threading.Event] = {
@@ -66,13 +86,13 @@ class WakeupListener:
 
     # ------------------------------------------------------------------ used by pullers
 
-    def poll_wait(self, sub: Subscription, default: int) -> int:
+    def poll_wait(self, sub: Subscribed, default: int) -> int:
         """0 (a plain pull) while pushes arrive, else the normal long-poll. Clears the event
         first, so a wake-up that lands during the pull is not lost."""
         self._events[(sub.topic, sub.group)].clear()
         return 0 if self.connected else default
 
-    def wait(self, sub: Subscription) -> None:
+    def wait(self, sub: Subscribed) -> None:
         """After an empty pull: wait for a push (or the fallback interval) if subscribed."""
         if not self.connected:
             return

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from mqclient import BatchingProducer, BrokerUnavailable, BufferFull, InvalidRequest, Producer
-from mqclient.producer import build_message
+from mqclient.outgoing import build_message
 from tests.mqclient.sdk_fakebroker import FakeBroker, free_port
 
 
