@@ -60,7 +60,7 @@ class LongPollState:
 
 
 # Threads (and so database connections) per process for the attempts of woken pulls.
-CLAIM_THREADS = 16
+CLAIM_THREADS = 8
 _claims: ThreadPoolExecutor | None = None
 
 

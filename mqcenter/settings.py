@@ -264,7 +264,8 @@ MQ_AUTO_CREATE_TOPICS = env_bool("MQ_AUTO_CREATE_TOPICS", True)
 MQ_DB_KEEP_CONNECTIONS = env_int("MQ_DB_KEEP_CONNECTIONS", 24)
 # Threads per broker process running Django (under WSGI): every request, and each attempt of
 # a long-poll pull (between attempts a pull waits on the event loop, holding no thread).
-MQ_HTTP_THREADS = env_int("MQ_HTTP_THREADS", 64)
+# With the long-poll's claim threads (8), what bounds a process's database connections.
+MQ_HTTP_THREADS = env_int("MQ_HTTP_THREADS", 32)
 # Every broker process takes back expired leases this often (registry/node.py).
 MQ_LEASE_RECOVERY_SECONDS = float(os.environ.get("MQ_LEASE_RECOVERY_SECONDS", "1.0"))
 # Topic settings and groups are read once this often per broker process (topics/cache.py):
