@@ -53,7 +53,7 @@ def messages_ack(*, principal: Principal, consumer: str, results: list[AckResult
     the first outcome again: the message's last event is this consumer's ack.
     """
     now = timezone.now()
-    with transaction.atomic():
+    with sql.short_transaction():
         # Not `data`: it may be 256 KiB a message.
         messages = {m.id: m for m in sql.locked_by_id({r.id for r in results}, ACK_FIELDS)}
         topics = topic_cache.get_many({m.topic for m in messages.values()})
@@ -79,7 +79,7 @@ def messages_ack(*, principal: Principal, consumer: str, results: list[AckResult
         traces += lifecycle.succeed(list(succeeded.values()), consumer=consumer, logs=logs, now=now)
         traces += lifecycle.fail(failures, expired=False, now=now)
         trace_write(traces)
-        lifecycle.wake_after_commit(f.message for f in failures)
+    lifecycle.wake_after_commit(f.message for f in failures)  # committed, or at the caller's commit
     for outcome in outcomes:
         if "outcome" not in outcome:
             outcome.update(_fail_outcome(messages[outcome["id"]]))
