@@ -59,6 +59,14 @@ class LongPollState:
     park: tuple[float, ParkedPull] | None = None  # set by the view: wait this long, then this
 
 
+# Pulls of this process waiting between attempts (read by its registry heartbeat).
+_parked = 0
+
+
+def parked_pulls() -> int:
+    return _parked
+
+
 # Threads (and so database connections) per process for the attempts of woken pulls.
 CLAIM_THREADS = 8
 _claims: ThreadPoolExecutor | None = None
@@ -87,10 +95,15 @@ class LongPoll:
             if park is not None:
                 wait, pull, headers = park
                 seconds: float | None = wait
-                while seconds is not None:
-                    await wake.wait(seconds)
-                    wake.clear()
-                    status, answer, seconds, extra = await _claim_again(pull, max(0.0, deadline - time.monotonic()))
+                global _parked
+                _parked += 1  # on the event loop's thread only
+                try:
+                    while seconds is not None:
+                        await wake.wait(seconds)
+                        wake.clear()
+                        status, answer, seconds, extra = await _claim_again(pull, max(0.0, deadline - time.monotonic()))
+                finally:
+                    _parked -= 1
                 await _respond(send, status, answer, headers + extra)
         metrics.pull_wait.observe(time.monotonic() - started)
 

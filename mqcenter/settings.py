@@ -111,8 +111,8 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'mqcenter.sqlite3'}"),
-        # Kept between requests (a new connection costs ~1.5 ms a call), but only up to
-        # MQ_DB_KEEP_CONNECTIONS per process (mqcenter/core/db.py).
+        # Kept between requests (a new connection costs ~1.5 ms a call); a process's threads
+        # are bounded (MQ_HTTP_THREADS), so are its connections.
         conn_max_age=env_int("DB_CONN_MAX_AGE", 300),
         # No ping before each request's first query (a round trip of every produce, pull and
         # ack): a connection the server dropped (a restart) fails one request with 503, and
@@ -261,7 +261,6 @@ MQ_MAX_DATA_BYTES = env_int("MQ_MAX_DATA_BYTES", 256 * 1024)
 MQ_MAX_PULL = env_int("MQ_MAX_PULL", 500)
 MQ_MAX_WAIT_SECONDS = env_int("MQ_MAX_WAIT_SECONDS", 30)
 MQ_AUTO_CREATE_TOPICS = env_bool("MQ_AUTO_CREATE_TOPICS", True)
-MQ_DB_KEEP_CONNECTIONS = env_int("MQ_DB_KEEP_CONNECTIONS", 24)
 # Threads per broker process running Django (under WSGI): every request, and each attempt of
 # a long-poll pull (between attempts a pull waits on the event loop, holding no thread).
 # With the long-poll's claim threads (8), what bounds a process's database connections.

@@ -40,7 +40,7 @@ class BrokerNode(models.Model):
     pid = models.IntegerField(default=0)
     started_at = models.DateTimeField()
     last_heartbeat = models.DateTimeField(db_index=True)
-    # Long-polls waiting in the process at its last heartbeat.
+    # Long-polls waiting (parked between attempts) in the process at its last heartbeat.
     waiting_pulls = models.IntegerField(default=0)
 
     class Meta:

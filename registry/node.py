@@ -46,13 +46,13 @@ class BrokerNodeLoop:
 
     def _run(self) -> None:
         from messages.services import leases_recover
-        from registry.wakeups import wakeup_hub
+        from mqcenter.longpoll import parked_pulls
 
         while not self._stop.is_set():
             try:
                 close_old_connections()
                 if self.identity is not None:
-                    broker_heartbeat(**self.identity, waiting_pulls=wakeup_hub().waiting_count())
+                    broker_heartbeat(**self.identity, waiting_pulls=parked_pulls())
                 while leases_recover(limit=RECOVERY_BATCH) == RECOVERY_BATCH and not self._stop.is_set():
                     pass
             except Exception as exc:  # noqa: BLE001 - the database may be down; keep trying

@@ -1,24 +1,17 @@
-"""Database helpers: retrying transactions that lost a lock race, and keeping the number of
-persistent connections bounded."""
+"""Database helpers: retrying transactions that lost a lock race."""
 
 from __future__ import annotations
 
 import functools
 import random
-import threading
 import time
-import weakref
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
-from django.conf import settings
 from django.db import (
-    DEFAULT_DB_ALIAS,
     OperationalError,
     connection,
-    connections,
 )
-from django.db.backends.base.base import BaseDatabaseWrapper
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -57,34 +50,4 @@ def retry_on_lock_conflict(fn: Callable[P, R]) -> Callable[P, R]:
         raise AssertionError("unreachable")
 
     return wrapper
-
-
-# --- persistent connections, capped ------------------------------------------------------
-
-_opened: weakref.WeakSet[BaseDatabaseWrapper] = weakref.WeakSet()
-_opened_lock = threading.Lock()
-
-
-def remember_connection(sender: object, connection: BaseDatabaseWrapper, **kwargs: object) -> None:
-    """connection_created receiver: every thread's database connection, to count them."""
-    with _opened_lock:
-        _opened.add(connection)
-
-
-def cap_persistent_connections(**kwargs: object) -> None:
-    """request_finished receiver (after Django's own): keep this thread's connection for the
-    next request only while the process holds few open connections.
-
-    Connecting costs ~1.5 ms a request here (measured), so connections persist
-    (CONN_MAX_AGE). But HTTP runs on a pool of ~1,100 threads, most of them there for the
-    long-polls; with every one keeping a connection the broker would exhaust MariaDB's
-    max_connections. Beyond MQ_DB_KEEP_CONNECTIONS, a finished request hands its back.
-    """
-    current = connections[DEFAULT_DB_ALIAS]
-    if current.connection is None:
-        return
-    with _opened_lock:
-        open_now = sum(1 for wrapper in _opened if wrapper.connection is not None)
-    if open_now > settings.MQ_DB_KEEP_CONNECTIONS:
-        current.close()
 

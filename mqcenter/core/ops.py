@@ -12,7 +12,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from mqcenter.core import metrics
 from mqcenter.core.auth import principal_for_token
 from mqcenter.core.errors import Forbidden, MQError, error_response
-from registry.wakeups import wakeup_hub
+from mqcenter.longpoll import parked_pulls
 
 
 @require_GET
@@ -62,5 +62,5 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
             raise Forbidden("Metrics need a global admin token.")
     except MQError as err:
         return error_response(err.status, err.code, err.message, err.details)
-    metrics.waiting_pulls.set(wakeup_hub().waiting_count())
+    metrics.waiting_pulls.set(parked_pulls())
     return HttpResponse(generate_latest(metrics.registry), content_type=CONTENT_TYPE_LATEST)

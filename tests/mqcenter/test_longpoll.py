@@ -17,8 +17,7 @@ from a2wsgi import WSGIMiddleware
 from django.core.wsgi import get_wsgi_application
 from django.test import override_settings
 
-from mqcenter.longpoll import LongPoll
-from registry.wakeups import wakeup_hub
+from mqcenter.longpoll import LongPoll, parked_pulls
 from tests.conftest import make_api
 from topics.models import Biz
 
@@ -66,7 +65,7 @@ def tokens() -> dict[str, str]:
 
 def waiting_pulls_reach(count: int, timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
-    while wakeup_hub().waiting_count() < count:
+    while parked_pulls() < count:
         assert time.monotonic() < deadline, "the pull never started waiting"
         time.sleep(0.01)
 
