@@ -35,6 +35,7 @@ from messages.serializers import (
     pull_answer,
     trace_event,
 )
+from messages.transactions_api import produce_request
 from mqcenter.core.auth import IsAdminToken
 from mqcenter.core.errors import InvalidRequest
 
@@ -74,9 +75,8 @@ class MessagesView(APIView):
         description="Store a batch of messages; answers after they are committed.",
     )
     def post(self, request: Request) -> Response:
-        items = validation.produce_items(request.data)
-        results = services.messages_produce(principal=request.user, items=items)
-        return Response({"messages": [r.as_dict() for r in results]}, status=status.HTTP_201_CREATED)
+        code, answer = produce_request(request.user, request.data)
+        return Response(answer, status=code)
 
 
 class PullView(APIView):

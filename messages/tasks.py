@@ -13,6 +13,7 @@ from messages.services.archive import maintenance_cleanup
 from messages.services.maintenance import groups_wake, maintenance_delay, maintenance_retry
 from messages.services.runs import maintenance_run
 from messages.services.stats import stats_flush
+from messages.services.transactions import transactions_check
 
 # A hung job must not hold a worker forever; the next beat tick starts it again.
 LIMITS = {"soft_time_limit": 540, "time_limit": 600}
@@ -55,3 +56,8 @@ def wake_task(pairs: list[list[str]]) -> int:
 
 def _schedule_wake(pairs: list[tuple[str, str]], at: datetime) -> None:
     wake_task.apply_async(args=[[list(p) for p in pairs]], eta=at, expires=at + timedelta(seconds=30))
+
+
+@shared_task(name="messages.transactions.check", ignore_result=True, **LIMITS)
+def transactions_check_task() -> dict[str, Any]:
+    return maintenance_run(job="transactions", work=transactions_check)

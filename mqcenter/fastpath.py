@@ -33,6 +33,7 @@ from rest_framework.renderers import JSONRenderer
 
 from messages import services, validation
 from messages.serializers import pull_answer
+from messages.transactions_api import produce_request
 from mqcenter.core import metrics
 from mqcenter.core.auth import Principal, principal_for_token, token_cache, token_throttle_wait
 from mqcenter.core.errors import (
@@ -142,8 +143,8 @@ def _in_order(token: str, body: bytes, then: Callable[[Any], Any]) -> Any:
 
 
 def _produce(principal: Principal, data: Any) -> tuple[int, bytes]:
-    results = services.messages_produce(principal=principal, items=validation.produce_items(data))
-    return 201, _json({"messages": [r.as_dict() for r in results]})
+    code, answer = produce_request(principal, data)  # plain or transactional
+    return code, _json(answer)
 
 
 def _acked_pull_request(principal: Principal, data: Any) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:

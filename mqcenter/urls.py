@@ -7,6 +7,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from messages import api as messages_api
+from messages import transactions_api
 from mqcenter.core import ops
 from registry import api as registry_api
 from topics import api as topics_api
@@ -17,6 +18,9 @@ api_v1 = [
     path("messages/requeue", messages_api.RequeueView.as_view(), name="messages-requeue"),
     path("messages/delete", messages_api.BulkDeleteView.as_view(), name="messages-delete"),
     path("messages/<int:message_id>", messages_api.MessageDetailView.as_view(), name="message-detail"),
+    path("transactions/<str:transaction_id>", transactions_api.TransactionView.as_view(), name="transaction"),
+    path("transactions/<str:transaction_id>/commit", transactions_api.TransactionCommitView.as_view(), name="transaction-commit"),
+    path("transactions/<str:transaction_id>/rollback", transactions_api.TransactionRollbackView.as_view(), name="transaction-rollback"),
     path("jobs/<int:job_id>", messages_api.JobView.as_view(), name="job-detail"),
     path("pull", messages_api.PullView.as_view(), name="pull"),
     path("ack", messages_api.AckView.as_view(), name="ack"),

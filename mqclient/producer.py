@@ -21,6 +21,7 @@ from mqclient.transport import Transport
 
 if TYPE_CHECKING:
     from mqclient.batching import BatchingProducer
+    from mqclient.transactions import ProducerTransaction
 
 #: API.md's default limit of messages per produce call.
 MAX_BATCH = 1000
@@ -250,6 +251,14 @@ class Producer:
             auto_dedup=self.auto_dedup,
         )
         return self._send([out])
+
+    def transaction(self, *, check_url: str, check_after_seconds: int = 30) -> ProducerTransaction:
+        """A transactional produce: messages stored PREPARED, committed when the ``with``
+        block ends normally, rolled back when it raises. ``check_url`` is where the broker
+        asks about a transaction left open (see :func:`mqclient.transaction_check_app`)."""
+        from mqclient.transactions import ProducerTransaction
+
+        return ProducerTransaction(self, check_url=check_url, check_after_seconds=check_after_seconds)
 
     def batching(self, **options: Any) -> BatchingProducer:
         """A background batching producer sharing this producer's connections.
