@@ -187,6 +187,31 @@ class BulkDeleteView(APIView):
         return Response(result, status=status.HTTP_202_ACCEPTED if "job" in result else status.HTTP_200_OK)
 
 
+class MessageCancelView(APIView):
+    permission_classes = [IsAdminToken]
+
+    @extend_schema(operation_id="message_cancel", request=None, responses={200: MessageDetailSerializer, **ERRORS},
+                   description="A NEW (or delayed) or PREPARED message becomes CANCELLED; running or finished: 409.")
+    def post(self, request: Request, message_id: int) -> Response:
+        services.message_cancel(principal=request.user, message_id=message_id)
+        return MessageDetailView().get(request, message_id)
+
+
+class BulkCancelView(APIView):
+    permission_classes = [IsAdminToken]
+
+    @extend_schema(
+        operation_id="messages_cancel",
+        request=BulkRequestSerializer,
+        responses={200: BulkResponseSerializer, 202: BulkResponseSerializer, **ERRORS},
+        description="Cancel the NEW or PREPARED messages among ids or a filter; a job id for large filters.",
+    )
+    def post(self, request: Request) -> Response:
+        ids, flt = _bulk_target(request.data)
+        result = services.messages_cancel(principal=request.user, ids=ids, filter=flt)
+        return Response(result, status=status.HTTP_202_ACCEPTED if "job" in result else status.HTTP_200_OK)
+
+
 class JobView(APIView):
     permission_classes = [IsAdminToken]
 

@@ -145,6 +145,7 @@ class BulkJob(models.Model):
         REDRIVE = "redrive"
         REQUEUE = "requeue"
         DELETE = "delete"
+        CANCEL = "cancel"
 
     class State(models.TextChoices):
         QUEUED = "queued"

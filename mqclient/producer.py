@@ -260,6 +260,12 @@ class Producer:
 
         return ProducerTransaction(self, check_url=check_url, check_after_seconds=check_after_seconds)
 
+    def cancel(self, message_id: int) -> dict[str, Any]:
+        """Withdraw a message not yet delivered (NEW, delayed or PREPARED): it becomes
+        CANCELLED. Needs an admin token; a running or finished message raises
+        :class:`~mqclient.errors.Conflict`. Returns the message as the broker now has it."""
+        return self.transport.call("POST", f"/api/v1/messages/{int(message_id)}/cancel")
+
     def batching(self, **options: Any) -> BatchingProducer:
         """A background batching producer sharing this producer's connections.
 

@@ -117,3 +117,17 @@ def test_the_sdk_commits_on_success_and_rolls_back_on_an_exception(world: Any) -
     assert [m["data"] for m in pull_all(server, broker)] == ["kept"]
     states = dict(server.sql("SELECT id, state FROM mq_transaction"))
     assert states[tx.transaction_ids[0]] == "committed" and states[failed.transaction_ids[0]] == "rolled_back"
+
+
+def test_the_sdk_cancels_a_delayed_message_and_surfaces_a_conflict(world: Any) -> None:
+    from mqclient import Conflict, Producer
+
+    server, broker, _ = world
+    with Producer(brokers=[broker], token=server.token) as producer:
+        delayed = producer.produce("cancels", "later", delay=60)
+        assert producer.cancel(delayed.id)["status"] == "CANCELLED"
+        due = producer.produce("cancels", "now")
+        with server.client(broker) as client:
+            client.post("/api/v1/pull", json={"topic": "cancels", "consumer": "c1"})
+        with pytest.raises(Conflict):
+            producer.cancel(due.id)
