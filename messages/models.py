@@ -334,4 +334,4 @@ class MaintenanceRun(models.Model):
 
 
 # Transactions and schedules live in their own module; imported here so the app registers them.
-from messages.semantics_models import Transaction  # noqa: E402, F401
+from messages.semantics_models import Schedule, Transaction  # noqa: E402, F401

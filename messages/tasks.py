@@ -12,6 +12,7 @@ from messages.services.alarms import alarms_check
 from messages.services.archive import maintenance_cleanup
 from messages.services.maintenance import groups_wake, maintenance_delay, maintenance_retry
 from messages.services.runs import maintenance_run
+from messages.services.schedules import schedules_tick
 from messages.services.stats import stats_flush
 from messages.services.transactions import transactions_check
 
@@ -61,3 +62,8 @@ def _schedule_wake(pairs: list[tuple[str, str]], at: datetime) -> None:
 @shared_task(name="messages.transactions.check", ignore_result=True, **LIMITS)
 def transactions_check_task() -> dict[str, Any]:
     return maintenance_run(job="transactions", work=transactions_check)
+
+
+@shared_task(name="messages.schedules.tick", ignore_result=True, **LIMITS)
+def schedules_tick_task() -> dict[str, Any]:
+    return maintenance_run(job="schedules", work=schedules_tick)
