@@ -75,7 +75,7 @@ def test_it_produces_exactly_one_message_per_tick_with_two_runners_over_three_mi
             for second in range(0, 180, 1):
                 barrier.wait(timeout=30)
                 schedules_tick(now=start + timedelta(seconds=second))
-        except BaseException as exc:  # surfaced by the assertion below
+        except BaseException as exc:  # noqa: BLE001 - surfaced by the assertion below
             errors.append(exc)
         finally:
             connection.close()
