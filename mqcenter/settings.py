@@ -230,7 +230,7 @@ SPECTACULAR_SETTINGS = {
     "SECURITY": [{"bearer": []}],
     "AUTHENTICATION_WHITELIST": [],
     "ENUM_NAME_OVERRIDES": {
-        "MessageStatusEnum": ["NEW", "RUNNING", "SUCCESS", "FAIL", "TIMEOUT"],
+        "MessageStatusEnum": ["NEW", "RUNNING", "SUCCESS", "FAIL", "TIMEOUT", "EXPIRED", "PREPARED", "CANCELLED"],
         "AckStatusEnum": ["SUCCESS", "FAIL"],
         "EditableStatusEnum": ["NEW", "SUCCESS", "FAIL", "TIMEOUT"],
     },
