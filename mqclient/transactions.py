@@ -91,10 +91,11 @@ def transaction_check_app(resolve: Callable[[str], str | bool | None]) -> Callab
                 raise TypeError("transaction_id must be a string")
         except (ValueError, KeyError, TypeError) as exc:
             return _answer(start_response, "400 Bad Request", {"error": str(exc)})
-        state = resolve(transaction_id)
-        state = {True: "commit", False: "rollback", None: "unknown"}.get(state, state)  # type: ignore[call-overload]
-        if state not in CHECK_STATES:
-            state = "unknown"
+        answer = resolve(transaction_id)
+        if answer is True or answer is False or answer is None:
+            state = {True: "commit", False: "rollback", None: "unknown"}[answer]
+        else:
+            state = answer if answer in CHECK_STATES else "unknown"
         return _answer(start_response, "200 OK", {"state": state})
 
     return app

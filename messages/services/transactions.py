@@ -84,7 +84,7 @@ def _host_allowed(host: str, port: int | None) -> bool:
 
 
 def transaction_prepare(
-    *, principal: Principal, items: list[ProduceItem], check_url: str, check_after_seconds: int
+    *, principal: Principal, items: list[ProduceItem], check_url: Any, check_after_seconds: Any
 ) -> PreparedBatch:
     """Store `items` as PREPARED under a new open transaction, all or nothing.
 
@@ -92,7 +92,8 @@ def transaction_prepare(
     PREPARED before the commit, so no claim ever sees them NEW (uncommitted rows are
     invisible to other connections). A produce inside a caller's transaction hands nothing
     off to waiting pulls. A dedup key repeating a stored message answers that message as
-    a duplicate and does not join the transaction.
+    a duplicate and does not join the transaction. `check_url` and `check_after_seconds`
+    arrive as the request gave them and are validated here (400 naming the field).
     """
     check_url = check_url_validate(url=check_url)
     if isinstance(check_after_seconds, bool) or not isinstance(check_after_seconds, int) or not (
@@ -114,11 +115,38 @@ def transaction_prepare(
             next_check_at=now + timedelta(seconds=check_after_seconds), created_at=now,
             log=[_entry(now, principal.name, "prepared", f"{len(set(fresh))} messages")],
         )
-    prepared = set(fresh)
+        repeated = [r.id for r in results if r.duplicate and r.status == Status.PREPARED]
+        if repeated:
+            _adopt(txn, repeated, now)
+    prepared = set(txn.message_ids)
     for result in results:
-        if not result.duplicate and result.id in prepared:
+        if result.id in prepared:
             result.status = Status.PREPARED
     return PreparedBatch(txn, results)
+
+
+def _adopt(txn: Transaction, ids: list[int], now: datetime) -> None:
+    """Move PREPARED messages that `txn` repeats (same dedup keys) from the producer's older
+    open transactions into `txn`. A prepare whose answer was lost and was retried must not
+    leave the messages in a transaction the producer never learnt the id of: the check-back
+    would ask about an id the app never recorded and, at last, roll them back."""
+    wanted = set(ids)
+    matches = Q()
+    for message_id in wanted:
+        matches |= Q(message_ids__contains=[message_id])
+    older = Transaction.objects.select_for_update().filter(
+        matches, state=Transaction.State.OPEN, producer=txn.producer
+    ).exclude(id=txn.id)
+    for old in older:
+        moved = sorted(set(old.message_ids) & wanted)
+        old.message_ids = sorted(set(old.message_ids) - wanted)
+        old.log = [*old.log, _entry(now, txn.producer, "superseded", f"{len(moved)} messages moved to {txn.id}")]
+        if not old.message_ids:
+            # Nothing left to commit or delete: closed as rolled back, with no message touched.
+            old.state, old.finished_at = Transaction.State.ROLLED_BACK, now
+        old.save(update_fields=["message_ids", "log", "state", "finished_at"])
+        txn.message_ids = sorted(set(txn.message_ids) | set(moved))
+    txn.save(update_fields=["message_ids"])
 
 
 def transaction_get(*, principal: Principal, transaction_id: str, for_update: bool = False) -> Transaction:

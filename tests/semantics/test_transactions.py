@@ -138,3 +138,17 @@ def test_the_check_back_records_an_unreachable_endpoint_and_gives_up_at_last(
     assert counts["rolled_back"] == 1 and txn.state == "rolled_back"
     assert txn.log[-1]["event"] == "rolled_back" and "gave up" in txn.log[-1]["log"]
     assert not Message.objects.filter(id=answer["messages"][0]["id"]).exists()
+
+
+def test_a_retried_prepare_takes_over_the_messages_of_the_one_whose_answer_was_lost(
+    producer_api: Api, consumer_api: Api, checks: CheckServer
+) -> None:
+    item = {"topic": "orders", "data": 1, "dedup_key": "sdk-1"}
+    lost = prepare(producer_api, checks, item)
+    retried = prepare(producer_api, checks, item)
+    assert retried["messages"][0] == {**lost["messages"][0], "duplicate": True}
+    assert retried["messages"][0]["status"] == "PREPARED"
+    assert Transaction.objects.get(id=lost["transaction_id"]).state == "rolled_back"
+
+    assert producer_api.post(f"/api/v1/transactions/{retried['transaction_id']}/commit").status_code == 200
+    assert [m["id"] for m in pull(consumer_api, "orders")] == [lost["messages"][0]["id"]]
