@@ -131,3 +131,42 @@ def test_the_sdk_cancels_a_delayed_message_and_surfaces_a_conflict(world: Any) -
             client.post("/api/v1/pull", json={"topic": "cancels", "consumer": "c1"})
         with pytest.raises(Conflict):
             producer.cancel(due.id)
+
+
+def waiting_pulls(client: Any) -> float:
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith("mq_waiting_pulls "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def test_a_commit_wakes_a_pull_already_waiting_for_the_messages(world: Any) -> None:
+    import threading
+
+    server, broker, checks = world
+    got: dict[str, Any] = {}
+
+    def waiting_pull() -> None:
+        with server.client(broker) as client:
+            response = client.post("/api/v1/pull", json={"topic": "woken", "consumer": "c9", "wait_seconds": 20})
+            got["at"], got["messages"] = time.monotonic(), response.json()["messages"]
+
+    with server.client(broker) as client:
+        prepared = client.post("/api/v1/messages", json={
+            "messages": [{"topic": "woken", "data": "x"}], "transaction": {"check_url": checks.url},
+        }).json()
+        puller = threading.Thread(target=waiting_pull)
+        puller.start()
+        # Until the broker reports the pull waiting, so the commit must wake it rather than
+        # be found by it.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not waiting_pulls(client):
+            time.sleep(0.05)
+        assert waiting_pulls(client), "the pull never started waiting"
+        committed_at = time.monotonic()
+        assert client.post(f"/api/v1/transactions/{prepared['transaction_id']}/commit").status_code == 200
+        puller.join(timeout=30)
+
+    assert [m["data"] for m in got["messages"]] == ["x"]
+    # The broker's fallback poll is 20 s: only the commit's wake hint delivers this fast.
+    assert got["at"] - committed_at < 3.0

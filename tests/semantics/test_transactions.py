@@ -152,3 +152,14 @@ def test_a_retried_prepare_takes_over_the_messages_of_the_one_whose_answer_was_l
 
     assert producer_api.post(f"/api/v1/transactions/{retried['transaction_id']}/commit").status_code == 200
     assert [m["id"] for m in pull(consumer_api, "orders")] == [lost["messages"][0]["id"]]
+
+
+def test_a_prepared_message_cancelled_stays_cancelled_when_its_transaction_commits(
+    producer_api: Api, shop_admin_api: Api, consumer_api: Api, checks: CheckServer
+) -> None:
+    answer = prepare(producer_api, checks, {"topic": "orders", "data": 1}, {"topic": "orders", "data": 2})
+    cancelled, kept = (m["id"] for m in answer["messages"])
+    assert shop_admin_api.post(f"/api/v1/messages/{cancelled}/cancel").json()["status"] == "CANCELLED"
+    assert producer_api.post(f"/api/v1/transactions/{answer['transaction_id']}/commit").status_code == 200
+    assert [m["id"] for m in pull(consumer_api, "orders")] == [kept]
+    assert Message.objects.get(id=cancelled).status == "CANCELLED"
