@@ -189,10 +189,12 @@ class BulkDeleteView(APIView):
 
 class MessageCancelView(APIView):
     permission_classes = [IsAdminToken]
+    body_optional = True  # an action: no body, or {}
 
     @extend_schema(operation_id="message_cancel", request=None, responses={200: MessageDetailSerializer, **ERRORS},
                    description="A NEW (or delayed) or PREPARED message becomes CANCELLED; running or finished: 409.")
     def post(self, request: Request, message_id: int) -> Response:
+        validation.no_fields(request.data)
         services.message_cancel(principal=request.user, message_id=message_id)
         return MessageDetailView().get(request, message_id)
 

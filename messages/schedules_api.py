@@ -9,6 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from messages import validation
+from messages.serializers import ErrorSerializer
 from messages.services import schedules
 from mqcenter.core.auth import IsAdminToken
 
@@ -34,11 +35,13 @@ ScheduleListSerializer = inline_serializer(
 )
 RunSerializer = inline_serializer("ScheduleRun", {"message": serializers.DictField()})
 
+ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 409, 413, 429, 503)}
+
 
 class SchedulesView(APIView):
     permission_classes = [IsAdminToken]
 
-    @extend_schema(operation_id="schedules_list", responses={200: ScheduleListSerializer})
+    @extend_schema(operation_id="schedules_list", responses={200: ScheduleListSerializer, **ERRORS})
     def get(self, request: Request) -> Response:
         rows = schedules.schedules_list(principal=request.user)
         return Response({"schedules": [schedules.schedule_dict(s) for s in rows]})
@@ -46,7 +49,7 @@ class SchedulesView(APIView):
     @extend_schema(
         operation_id="schedule_create",
         request=ScheduleSerializer,
-        responses={201: ScheduleSerializer},
+        responses={201: ScheduleSerializer, **ERRORS},
     )
     def post(self, request: Request) -> Response:
         schedule = schedules.schedule_create(
@@ -58,7 +61,7 @@ class SchedulesView(APIView):
 class ScheduleView(APIView):
     permission_classes = [IsAdminToken]
 
-    @extend_schema(operation_id="schedule_detail", responses={200: ScheduleSerializer})
+    @extend_schema(operation_id="schedule_detail", responses={200: ScheduleSerializer, **ERRORS})
     def get(self, request: Request, schedule_id: int) -> Response:
         return Response(
             schedules.schedule_dict(
@@ -69,7 +72,7 @@ class ScheduleView(APIView):
     @extend_schema(
         operation_id="schedule_update",
         request=ScheduleSerializer,
-        responses={200: ScheduleSerializer},
+        responses={200: ScheduleSerializer, **ERRORS},
     )
     def patch(self, request: Request, schedule_id: int) -> Response:
         schedule = schedules.schedule_update(
@@ -79,7 +82,7 @@ class ScheduleView(APIView):
         )
         return Response(schedules.schedule_dict(schedule))
 
-    @extend_schema(operation_id="schedule_delete", responses={204: None})
+    @extend_schema(operation_id="schedule_delete", responses={204: None, **ERRORS})
     def delete(self, request: Request, schedule_id: int) -> Response:
         schedules.schedule_delete(principal=request.user, schedule_id=schedule_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -87,8 +90,10 @@ class ScheduleView(APIView):
 
 class ScheduleRunView(APIView):
     permission_classes = [IsAdminToken]
+    body_optional = True  # an action: no body, or {}
 
-    @extend_schema(operation_id="schedule_run", request=None, responses={201: RunSerializer})
+    @extend_schema(operation_id="schedule_run", request=None, responses={201: RunSerializer, **ERRORS})
     def post(self, request: Request, schedule_id: int) -> Response:
+        validation.no_fields(request.data)
         result = schedules.schedule_run(principal=request.user, schedule_id=schedule_id)
         return Response({"message": result.as_dict()}, status=status.HTTP_201_CREATED)

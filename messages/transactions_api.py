@@ -12,11 +12,14 @@ from rest_framework.views import APIView
 
 from messages import services, validation
 from messages.semantics_models import Transaction
+from messages.serializers import ErrorSerializer
 from messages.services import transactions
 from mqcenter.core.auth import Principal
 from mqcenter.core.errors import InvalidRequest
 
 DEFAULT_CHECK_AFTER_SECONDS = 30
+
+ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 409, 413, 429, 503)}
 
 
 def produce_request(principal: Principal, data: Any) -> tuple[int, dict[str, Any]]:
@@ -67,21 +70,27 @@ TransactionSerializer = inline_serializer(
 class TransactionView(APIView):
     """GET: a transaction (any token that may produce to all its topics)."""
 
-    @extend_schema(operation_id="transaction_detail", responses={200: TransactionSerializer})
+    @extend_schema(operation_id="transaction_detail", responses={200: TransactionSerializer, **ERRORS})
     def get(self, request: Request, transaction_id: str) -> Response:
         txn = transactions.transaction_get(principal=request.user, transaction_id=transaction_id)
         return Response(transaction_answer(txn))
 
 
 class TransactionCommitView(APIView):
-    @extend_schema(operation_id="transaction_commit", request=None, responses={200: TransactionSerializer})
+    body_optional = True  # an action: no body, or {}
+
+    @extend_schema(operation_id="transaction_commit", request=None, responses={200: TransactionSerializer, **ERRORS})
     def post(self, request: Request, transaction_id: str) -> Response:
+        validation.no_fields(request.data)
         txn = transactions.transaction_commit(principal=request.user, transaction_id=transaction_id)
         return Response(transaction_answer(txn), status=status.HTTP_200_OK)
 
 
 class TransactionRollbackView(APIView):
-    @extend_schema(operation_id="transaction_rollback", request=None, responses={200: TransactionSerializer})
+    body_optional = True
+
+    @extend_schema(operation_id="transaction_rollback", request=None, responses={200: TransactionSerializer, **ERRORS})
     def post(self, request: Request, transaction_id: str) -> Response:
+        validation.no_fields(request.data)
         txn = transactions.transaction_rollback(principal=request.user, transaction_id=transaction_id)
         return Response(transaction_answer(txn), status=status.HTTP_200_OK)

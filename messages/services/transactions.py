@@ -150,11 +150,14 @@ def _adopt(txn: Transaction, ids: list[int], now: datetime) -> None:
 
 
 def transaction_get(*, principal: Principal, transaction_id: str, for_update: bool = False) -> Transaction:
-    """The transaction if `principal` may produce to every topic of it (else 404)."""
+    """The transaction if `principal` may produce to every topic of it: 404 outside its
+    business line, 403 within it without the produce scope."""
     rows = Transaction.objects.select_for_update() if for_update else Transaction.objects
     txn = rows.filter(id=transaction_id).first()
-    if txn is None or not principal.may_biz(txn.biz_id) or not all(principal.may("produce", t) for t in txn.topics):
+    if txn is None or not principal.may_biz(txn.biz_id):
         raise NotFound(f"Transaction {transaction_id} does not exist.", details={"transaction_id": transaction_id})
+    for topic in txn.topics:
+        principal.require("produce", topic)
     return txn
 
 

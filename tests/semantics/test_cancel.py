@@ -15,31 +15,31 @@ from tests.conftest import Api
 def test_it_cancels_a_new_or_delayed_message_which_is_then_never_delivered(shop_admin_api: Api, consumer_api: Api) -> None:
     now, later = produce(shop_admin_api, {"topic": "orders", "data": 1}, {"topic": "orders", "data": 2, "delay_seconds": 60})
     for stored in (now, later):
-        response = shop_admin_api.post(f"/api/v1/messages/{stored['id']}/cancel")
+        response = shop_admin_api.post(f"/api/v1/messages/{stored['id']}/cancel", {})
         assert response.status_code == 200, response.content
         assert response.json()["status"] == "CANCELLED"
         assert response.json()["trace"][-1]["event"] == "cancelled"
     assert pull(consumer_api, "orders") == []
     # A repeated cancel (a retried request) is harmless.
-    assert shop_admin_api.post(f"/api/v1/messages/{now['id']}/cancel").status_code == 200
+    assert shop_admin_api.post(f"/api/v1/messages/{now['id']}/cancel", {}).status_code == 200
 
 
 def test_it_refuses_to_cancel_a_running_or_finished_message(shop_admin_api: Api, consumer_api: Api) -> None:
     stored = produce(shop_admin_api, {"topic": "orders", "data": 1})[0]
     pull(consumer_api, "orders", consumer="c1")
-    expect_error(shop_admin_api.post(f"/api/v1/messages/{stored['id']}/cancel"), 409, "conflict")
+    expect_error(shop_admin_api.post(f"/api/v1/messages/{stored['id']}/cancel", {}), 409, "conflict")
     assert Message.objects.get(id=stored["id"]).status == Status.RUNNING
     consumer_api.post("/api/v1/ack", {"consumer": "c1", "results": [{"id": stored["id"], "status": "SUCCESS"}]})
-    expect_error(shop_admin_api.post(f"/api/v1/messages/{stored['id']}/cancel"), 409, "conflict")
-    expect_error(shop_admin_api.post("/api/v1/messages/999999999/cancel"), 404, "not_found")
+    expect_error(shop_admin_api.post(f"/api/v1/messages/{stored['id']}/cancel", {}), 409, "conflict")
+    expect_error(shop_admin_api.post("/api/v1/messages/999999999/cancel", {}), 404, "not_found")
 
 
 def test_it_needs_admin_scope_and_stays_inside_the_business_line(
     shop_admin_api: Api, producer_api: Api, outsider_api: Api
 ) -> None:
     stored = produce(shop_admin_api, {"topic": "orders", "data": 1})[0]
-    expect_error(producer_api.post(f"/api/v1/messages/{stored['id']}/cancel"), 403, "forbidden")
-    response = outsider_api.post(f"/api/v1/messages/{stored['id']}/cancel")
+    expect_error(producer_api.post(f"/api/v1/messages/{stored['id']}/cancel", {}), 403, "forbidden")
+    response = outsider_api.post(f"/api/v1/messages/{stored['id']}/cancel", {})
     assert response.status_code in (403, 404)
     assert Message.objects.get(id=stored["id"]).status == Status.NEW
 

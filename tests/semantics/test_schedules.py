@@ -50,7 +50,7 @@ def test_it_edits_disables_runs_now_and_deletes(shop_admin_api: Api, producer_ap
     assert response.status_code == 200 and response.json()["next_run_at"] is None
     expect_error(shop_admin_api.patch(url, {"timezone": "Nowhere/Else"}), 400, "invalid_request", "timezone")
 
-    response = shop_admin_api.post(f"{url}/run")
+    response = shop_admin_api.post(f"{url}/run", {})
     assert response.status_code == 201, response.content
     message = Message.objects.get(id=response.json()["message"]["id"])
     assert message.topic == "orders.ping" and message.headers["mq-schedule"] == "ping"

@@ -40,24 +40,24 @@ def test_it_keeps_prepared_messages_from_consumers_until_the_commit(
     assert [m["status"] for m in answer["messages"]] == ["PREPARED", "PREPARED"]
     assert pull(consumer_api, "orders") == []
 
-    response = producer_api.post(f"/api/v1/transactions/{answer['transaction_id']}/commit")
+    response = producer_api.post(f"/api/v1/transactions/{answer['transaction_id']}/commit", {})
     assert response.status_code == 200, response.content
     assert response.json()["state"] == "committed"
     delivered = pull(consumer_api, "orders")
     assert sorted(m["id"] for m in delivered) == sorted(m["id"] for m in answer["messages"])
     # Committing twice is harmless; rolling back a committed transaction is a conflict.
-    assert producer_api.post(f"/api/v1/transactions/{answer['transaction_id']}/commit").status_code == 200
-    expect_error(producer_api.post(f"/api/v1/transactions/{answer['transaction_id']}/rollback"), 409, "conflict")
+    assert producer_api.post(f"/api/v1/transactions/{answer['transaction_id']}/commit", {}).status_code == 200
+    expect_error(producer_api.post(f"/api/v1/transactions/{answer['transaction_id']}/rollback", {}), 409, "conflict")
 
 
 def test_it_deletes_rolled_back_messages_and_refuses_their_commit(
     producer_api: Api, consumer_api: Api, checks: CheckServer
 ) -> None:
     answer = prepare(producer_api, checks, {"topic": "orders", "data": 1, "dedup_key": "k1"})
-    response = producer_api.post(f"/api/v1/transactions/{answer['transaction_id']}/rollback")
+    response = producer_api.post(f"/api/v1/transactions/{answer['transaction_id']}/rollback", {})
     assert response.status_code == 200 and response.json()["state"] == "rolled_back"
     assert not Message.objects.filter(id=answer["messages"][0]["id"]).exists()
-    expect_error(producer_api.post(f"/api/v1/transactions/{answer['transaction_id']}/commit"), 409, "conflict")
+    expect_error(producer_api.post(f"/api/v1/transactions/{answer['transaction_id']}/commit", {}), 409, "conflict")
     # The dedup key is free again: the rolled-back message never existed for consumers.
     assert produce(producer_api, {"topic": "orders", "data": 1, "dedup_key": "k1"})[0]["duplicate"] is False
 
@@ -65,9 +65,9 @@ def test_it_deletes_rolled_back_messages_and_refuses_their_commit(
 def test_it_answers_404_for_an_unknown_or_foreign_transaction(
     producer_api: Api, outsider_api: Api, checks: CheckServer
 ) -> None:
-    expect_error(producer_api.post("/api/v1/transactions/nope/commit"), 404, "not_found")
+    expect_error(producer_api.post("/api/v1/transactions/nope/commit", {}), 404, "not_found")
     answer = prepare(producer_api, checks, {"topic": "orders", "data": 1})
-    expect_error(outsider_api.post(f"/api/v1/transactions/{answer['transaction_id']}/commit"), 404, "not_found")
+    expect_error(outsider_api.post(f"/api/v1/transactions/{answer['transaction_id']}/commit", {}), 404, "not_found")
 
 
 @pytest.mark.parametrize(
@@ -150,7 +150,7 @@ def test_a_retried_prepare_takes_over_the_messages_of_the_one_whose_answer_was_l
     assert retried["messages"][0]["status"] == "PREPARED"
     assert Transaction.objects.get(id=lost["transaction_id"]).state == "rolled_back"
 
-    assert producer_api.post(f"/api/v1/transactions/{retried['transaction_id']}/commit").status_code == 200
+    assert producer_api.post(f"/api/v1/transactions/{retried['transaction_id']}/commit", {}).status_code == 200
     assert [m["id"] for m in pull(consumer_api, "orders")] == [lost["messages"][0]["id"]]
 
 
@@ -159,7 +159,7 @@ def test_a_prepared_message_cancelled_stays_cancelled_when_its_transaction_commi
 ) -> None:
     answer = prepare(producer_api, checks, {"topic": "orders", "data": 1}, {"topic": "orders", "data": 2})
     cancelled, kept = (m["id"] for m in answer["messages"])
-    assert shop_admin_api.post(f"/api/v1/messages/{cancelled}/cancel").json()["status"] == "CANCELLED"
-    assert producer_api.post(f"/api/v1/transactions/{answer['transaction_id']}/commit").status_code == 200
+    assert shop_admin_api.post(f"/api/v1/messages/{cancelled}/cancel", {}).json()["status"] == "CANCELLED"
+    assert producer_api.post(f"/api/v1/transactions/{answer['transaction_id']}/commit", {}).status_code == 200
     assert [m["id"] for m in pull(consumer_api, "orders")] == [kept]
     assert Message.objects.get(id=cancelled).status == "CANCELLED"
