@@ -35,6 +35,7 @@ from messages.serializers import (
     pull_answer,
     trace_event,
 )
+from messages.transactions_api import produce_request
 from mqcenter.core.auth import IsAdminToken
 from mqcenter.core.errors import InvalidRequest
 from mqcenter.longpoll import SCOPE_KEY, LongPollState, ParkedPull
@@ -75,9 +76,8 @@ class MessagesView(APIView):
         description="Store a batch of messages; answers after they are committed.",
     )
     def post(self, request: Request) -> Response:
-        items = validation.produce_items(request.data)
-        results = services.messages_produce(principal=request.user, items=items)
-        return Response({"messages": [r.as_dict() for r in results]}, status=status.HTTP_201_CREATED)
+        code, answer = produce_request(request.user, request.data)
+        return Response(answer, status=code)
 
 
 class PullView(APIView):
@@ -199,6 +199,33 @@ class BulkDeleteView(APIView):
     def post(self, request: Request) -> Response:
         ids, flt = _bulk_target(request.data)
         result = services.messages_delete(principal=request.user, ids=ids, filter=flt)
+        return Response(result, status=status.HTTP_202_ACCEPTED if "job" in result else status.HTTP_200_OK)
+
+
+class MessageCancelView(APIView):
+    permission_classes = [IsAdminToken]
+    body_optional = True  # an action: no body, or {}
+
+    @extend_schema(operation_id="message_cancel", request=None, responses={200: MessageDetailSerializer, **ERRORS},
+                   description="A NEW (or delayed) or PREPARED message becomes CANCELLED; running or finished: 409.")
+    def post(self, request: Request, message_id: int) -> Response:
+        validation.no_fields(request.data)
+        services.message_cancel(principal=request.user, message_id=message_id)
+        return MessageDetailView().get(request, message_id)
+
+
+class BulkCancelView(APIView):
+    permission_classes = [IsAdminToken]
+
+    @extend_schema(
+        operation_id="messages_cancel",
+        request=BulkRequestSerializer,
+        responses={200: BulkResponseSerializer, 202: BulkResponseSerializer, **ERRORS},
+        description="Cancel the NEW or PREPARED messages among ids or a filter; a job id for large filters.",
+    )
+    def post(self, request: Request) -> Response:
+        ids, flt = _bulk_target(request.data)
+        result = services.messages_cancel(principal=request.user, ids=ids, filter=flt)
         return Response(result, status=status.HTTP_202_ACCEPTED if "job" in result else status.HTTP_200_OK)
 
 

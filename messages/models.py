@@ -16,10 +16,13 @@ class Status(models.TextChoices):
     SUCCESS = "SUCCESS"
     FAIL = "FAIL"
     TIMEOUT = "TIMEOUT"
+    EXPIRED = "EXPIRED"  # not delivered before its expiry: a dead letter
+    PREPARED = "PREPARED"  # half of an open transaction: stored, never claimed (claims take NEW)
+    CANCELLED = "CANCELLED"  # withdrawn before delivery: finished, not a dead letter
 
 
-DEAD_STATUSES = (Status.FAIL, Status.TIMEOUT)
-FINISHED_STATUSES = (Status.SUCCESS, Status.FAIL, Status.TIMEOUT)
+DEAD_STATUSES = (Status.FAIL, Status.TIMEOUT, Status.EXPIRED)
+FINISHED_STATUSES = (Status.SUCCESS, Status.FAIL, Status.TIMEOUT, Status.EXPIRED, Status.CANCELLED)
 
 
 class Message(models.Model):
@@ -31,7 +34,7 @@ class Message(models.Model):
     # NULL, not "", means "no key": sharded mode treats keyless messages as plain queue ones.
     key = models.CharField(max_length=128, null=True, blank=True, db_column="msg_key")  # noqa: DJ001
     headers = models.JSONField(default=dict, blank=True)
-    status = models.CharField(max_length=8, choices=Status.choices, default=Status.NEW)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.NEW)
     effect_time = models.DateTimeField()
     retry_remaining = models.IntegerField(default=0)
     attempt = models.IntegerField(default=0)
@@ -93,6 +96,8 @@ class TraceEvent(models.TextChoices):
     EDITED = "edited"
     REDRIVEN = "redriven"
     ARCHIVED = "archived"
+    COMMITTED = "committed"
+    CANCELLED = "cancelled"
 
 
 class MessageTrace(models.Model):
@@ -106,7 +111,7 @@ class MessageTrace(models.Model):
     attempt = models.IntegerField(default=0)
     rank = models.IntegerField(null=True, blank=True)
     total = models.IntegerField(null=True, blank=True)
-    status_after = models.CharField(max_length=8, blank=True, default="")
+    status_after = models.CharField(max_length=16, blank=True, default="")
     log = models.TextField(blank=True, default="")
 
     class Meta:
@@ -128,6 +133,7 @@ class BulkJob(models.Model):
         REDRIVE = "redrive"
         REQUEUE = "requeue"
         DELETE = "delete"
+        CANCEL = "cancel"
 
     class State(models.TextChoices):
         QUEUED = "queued"
@@ -204,7 +210,7 @@ class MessageArchive(models.Model):
     # NULL, not "", means "no key": sharded mode treats keyless messages as plain queue ones.
     key = models.CharField(max_length=128, null=True, blank=True, db_column="msg_key")  # noqa: DJ001  # noqa: DJ001 - mirrors mq_message
     headers = models.JSONField(default=dict, blank=True)
-    status = models.CharField(max_length=8, choices=Status.choices)
+    status = models.CharField(max_length=16, choices=Status.choices)
     effect_time = models.DateTimeField()
     retry_remaining = models.IntegerField(default=0)
     attempt = models.IntegerField(default=0)
@@ -312,3 +318,7 @@ class MaintenanceRun(models.Model):
     def __str__(self) -> str:
         return f"{self.job}: {self.outcome}"
 
+
+
+# Transactions and schedules live in their own module; imported here so the app registers them.
+from messages.semantics_models import Schedule, Transaction  # noqa: E402, F401

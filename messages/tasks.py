@@ -10,7 +10,9 @@ from messages.services import bulk_job_run
 from messages.services.alarms import alarms_check
 from messages.services.archive import maintenance_cleanup
 from messages.services.runs import maintenance_run
+from messages.services.schedules import schedules_tick
 from messages.services.stats import stats_flush
+from messages.services.transactions import transactions_check
 
 # A hung job must not hold a worker forever; the next beat tick starts it again.
 LIMITS = {"soft_time_limit": 540, "time_limit": 600}
@@ -35,3 +37,12 @@ def cleanup_task() -> dict[str, Any]:
 def alarms_task() -> dict[str, Any]:
     return maintenance_run(job="alarms", work=alarms_check)
 
+
+@shared_task(name="messages.transactions.check", ignore_result=True, **LIMITS)
+def transactions_check_task() -> dict[str, Any]:
+    return maintenance_run(job="transactions", work=transactions_check)
+
+
+@shared_task(name="messages.schedules.tick", ignore_result=True, **LIMITS)
+def schedules_tick_task() -> dict[str, Any]:
+    return maintenance_run(job="schedules", work=schedules_tick)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
-from messages import views
+from messages import schedule_views, views
 
 urlpatterns = [
     path("messages/", views.message_list, name="messages"),
@@ -12,9 +12,14 @@ urlpatterns = [
     path("messages/bulk/", views.messages_bulk, name="messages_bulk"),
     path("messages/<int:message_id>/", views.message_detail, name="message"),
     path("messages/<int:message_id>/edit/", views.message_edit, name="message_edit"),
-    re_path(r"^messages/(?P<message_id>[0-9]+)/(?P<action>redrive|requeue|delete)/$", views.message_action, name="message_action"),
+    re_path(r"^messages/(?P<message_id>[0-9]+)/(?P<action>redrive|requeue|cancel|delete)/$", views.message_action, name="message_action"),
     path("dead/", views.dead_letters, name="dead_letters"),
     path("dead/redrive/", views.dead_letters_redrive, name="dead_letters_redrive"),
+    path("schedules/", schedule_views.schedule_list, name="schedules"),
+    path("schedules/<int:schedule_id>/", schedule_views.schedule_edit, name="schedule"),
+    re_path(r"^schedules/(?P<schedule_id>[0-9]+)/(?P<action>run|enable|disable|delete)/$", schedule_views.schedule_action,
+            name="schedule_action"),
+    path("transactions/", schedule_views.transaction_list, name="transactions"),
     path("jobs/", views.job_list, name="jobs"),
     path("jobs/<int:job_id>/", views.job_detail, name="job"),
 ]

@@ -46,6 +46,13 @@ def body_object(body: Any) -> dict[str, Any]:
     return body
 
 
+def no_fields(body: Any) -> None:
+    """An action endpoint's body: nothing, or an empty JSON object."""
+    if body_object(body):
+        field = sorted(body)[0]
+        raise _fail(field, "is not a field of this request (it takes no body).")
+
+
 def name(value: Any, field: str) -> str:
     if not isinstance(value, str) or not NAME_RE.match(value):
         raise _fail(field, "must match ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$.")

@@ -30,8 +30,9 @@ from topics.models import Topic
 
 FILTER_FIELDS = ("topic", "group", "status", "key", "id", "added_after", "added_before", "text")
 STATUS_CHOICES = [("", "any status"), ("NEW", "NEW"), ("RUNNING", "RUNNING"), ("SUCCESS", "SUCCESS"),
-                  ("FAIL", "FAIL"), ("TIMEOUT", "TIMEOUT"), ("FAIL,TIMEOUT", "dead (FAIL or TIMEOUT)")]
-BULK_ACTIONS = {"redrive", "requeue", "delete"}
+                  ("FAIL", "FAIL"), ("TIMEOUT", "TIMEOUT"), ("FAIL,TIMEOUT", "dead (FAIL or TIMEOUT)"),
+                  ("PREPARED", "PREPARED"), ("CANCELLED", "CANCELLED")]
+BULK_ACTIONS = {"redrive", "requeue", "delete", "cancel"}
 DEAD_GROUPS_SHOWN = 50
 
 
@@ -104,7 +105,7 @@ def messages_bulk(request: HttpRequest) -> HttpResponse:
     """Redrive, requeue or delete the selected messages or everything matching a filter."""
     action = request.POST.get("action", "")
     if action not in BULK_ACTIONS:
-        raise InvalidRequest("Choose redrive, requeue or delete.", details={"field": "action"})
+        raise InvalidRequest("Choose redrive, requeue, cancel or delete.", details={"field": "action"})
     params = filter_params(request.POST)
     principal = request.console.principal
     if request.POST.get("scope") == "filter":
@@ -116,11 +117,13 @@ def messages_bulk(request: HttpRequest) -> HttpResponse:
         target = {"ids": validation.ids_list(raw_ids)}
     if action == "delete":
         result = services.messages_delete(principal=principal, **target)
+    elif action == "cancel":
+        result = services.messages_cancel(principal=principal, **target)
     else:
         result = services.messages_requeue(principal=principal, dead_only=action == "redrive", **target)
     if "job" in result:
         return htmx_redirect(request, reverse("console:job", args=[result["job"]]))
-    verb = {"redrive": "Redrove", "requeue": "Requeued", "delete": "Deleted"}[action]
+    verb = {"redrive": "Redrove", "requeue": "Requeued", "delete": "Deleted", "cancel": "Cancelled"}[action]
     flash.success(request, f"{verb} {result['count']} message{'s' if result['count'] != 1 else ''}.")
     return htmx_redirect(request, reverse("console:messages") + query_string(params))
 
@@ -199,9 +202,13 @@ def message_edit(request: HttpRequest, message_id: int) -> HttpResponse:
 @require_POST
 @console_view(ConsoleRole.OPERATOR)
 def message_action(request: HttpRequest, message_id: int, action: str) -> HttpResponse:
-    """Redrive, requeue or delete one message."""
+    """Redrive, requeue, cancel or delete one message."""
     principal = request.console.principal
     services.message_get(principal=principal, message_id=message_id)  # visible, else 404/403
+    if action == "cancel":
+        services.message_cancel(principal=principal, message_id=message_id)
+        flash.success(request, f"Cancelled message {message_id}.")
+        return htmx_redirect(request, reverse("console:message", args=[message_id]))
     if action == "delete":
         services.messages_delete(principal=principal, ids=[message_id])
         flash.success(request, f"Deleted message {message_id}.")

@@ -242,7 +242,7 @@ SPECTACULAR_SETTINGS = {
     "SECURITY": [{"bearer": []}],
     "AUTHENTICATION_WHITELIST": [],
     "ENUM_NAME_OVERRIDES": {
-        "MessageStatusEnum": ["NEW", "RUNNING", "SUCCESS", "FAIL", "TIMEOUT"],
+        "MessageStatusEnum": ["NEW", "RUNNING", "SUCCESS", "FAIL", "TIMEOUT", "EXPIRED", "PREPARED", "CANCELLED"],
         "AckStatusEnum": ["SUCCESS", "FAIL"],
         "EditableStatusEnum": ["NEW", "SUCCESS", "FAIL", "TIMEOUT"],
     },
@@ -301,6 +301,17 @@ MQ_STATS_RETENTION_DAYS = env_int("MQ_STATS_RETENTION_DAYS", 30)
 MQ_ALARM_OLDEST_AGE_SECONDS = env_int("MQ_ALARM_OLDEST_AGE_SECONDS", 600)
 # At most one e-mail per topic and alarm kind per period.
 MQ_ALARM_PERIOD_MINUTES = env_int("MQ_ALARM_PERIOD_MINUTES", 60)
+
+# --- transactional messages (messages/services/transactions.py) ---------------------------
+# The only hosts (host or host:port) a check-back may call; empty: transactional produce is
+# refused, so a token cannot make the broker call arbitrary addresses.
+MQ_TRANSACTION_CHECK_HOSTS = env_list("MQ_TRANSACTION_CHECK_HOSTS")
+MQ_TRANSACTION_CHECK_TIMEOUT_SECONDS = float(os.environ.get("MQ_TRANSACTION_CHECK_TIMEOUT_SECONDS", "5"))
+MQ_TRANSACTION_CHECK_CONCURRENCY = env_int("MQ_TRANSACTION_CHECK_CONCURRENCY", 8)
+# An open transaction whose check answered "unknown" (or failed) is asked again after this.
+MQ_TRANSACTION_RECHECK_SECONDS = env_int("MQ_TRANSACTION_RECHECK_SECONDS", 30)
+# An open transaction this old is rolled back without asking again.
+MQ_TRANSACTION_GIVE_UP_SECONDS = env_int("MQ_TRANSACTION_GIVE_UP_SECONDS", 86400)
 
 # --- Spark reports (spark/; SPARK_MASTER, MQ_JDBC_JAR are read by spark/session.py) -------
 # The heap report is also e-mailed to these addresses (all topics); each topic's

@@ -8,6 +8,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from messages import api as messages_api
+from messages import schedules_api, transactions_api
 from mqcenter.core import ops
 from registry import api as registry_api
 from topics import api as topics_api
@@ -17,7 +18,15 @@ api_v1 = [
     path("messages/redrive", messages_api.RedriveView.as_view(), name="messages-redrive"),
     path("messages/requeue", messages_api.RequeueView.as_view(), name="messages-requeue"),
     path("messages/delete", messages_api.BulkDeleteView.as_view(), name="messages-delete"),
+    path("messages/cancel", messages_api.BulkCancelView.as_view(), name="messages-cancel"),
     path("messages/<int:message_id>", messages_api.MessageDetailView.as_view(), name="message-detail"),
+    path("messages/<int:message_id>/cancel", messages_api.MessageCancelView.as_view(), name="message-cancel"),
+    path("transactions/<str:transaction_id>", transactions_api.TransactionView.as_view(), name="transaction"),
+    path("transactions/<str:transaction_id>/commit", transactions_api.TransactionCommitView.as_view(), name="transaction-commit"),
+    path("transactions/<str:transaction_id>/rollback", transactions_api.TransactionRollbackView.as_view(), name="transaction-rollback"),
+    path("schedules", schedules_api.SchedulesView.as_view(), name="schedules"),
+    path("schedules/<int:schedule_id>", schedules_api.ScheduleView.as_view(), name="schedule"),
+    path("schedules/<int:schedule_id>/run", schedules_api.ScheduleRunView.as_view(), name="schedule-run"),
     path("jobs/<int:job_id>", messages_api.JobView.as_view(), name="job-detail"),
     path("pull", messages_api.PullView.as_view(), name="pull"),
     path("ack", messages_api.AckView.as_view(), name="ack"),

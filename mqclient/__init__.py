@@ -36,6 +36,7 @@ from mqclient.errors import (
 )
 from mqclient.message import Message, ProducedMessage
 from mqclient.producer import Producer
+from mqclient.transactions import ProducerTransaction, transaction_check_app
 from mqclient.version import __version__
 
 __all__ = [
@@ -57,10 +58,12 @@ __all__ = [
     "ProducedMessage",
     "Producer",
     "ProducerClosed",
+    "ProducerTransaction",
     "RateLimited",
     "Reject",
     "ServerError",
     "Unauthenticated",
     "__version__",
     "consumer",
+    "transaction_check_app",
 ]

@@ -22,6 +22,7 @@ from mqclient.outgoing import (
     message_from_mapping,
     receipts,
 )
+from mqclient.transactions import ProducerTransaction
 from mqclient.transport import Transport
 
 
@@ -135,6 +136,19 @@ class Producer:
             auto_dedup=self.auto_dedup,
         )
         return self._send([out])
+
+    def transaction(self, *, check_url: str, check_after_seconds: int = 30) -> ProducerTransaction:
+        """A transactional produce: messages stored PREPARED, committed when the ``with``
+        block ends normally, rolled back when it raises. ``check_url`` is where the broker
+        asks about a transaction left open (see :func:`mqclient.transaction_check_app`)."""
+        return ProducerTransaction(self.transport, auto_dedup=self.auto_dedup, check_url=check_url,
+                                   check_after_seconds=check_after_seconds)
+
+    def cancel(self, message_id: int) -> dict[str, Any]:
+        """Withdraw a message not yet delivered (NEW, delayed or PREPARED): it becomes
+        CANCELLED. Needs an admin token; a running or finished message raises
+        :class:`~mqclient.errors.Conflict`. Returns the message as the broker now has it."""
+        return self.transport.call("POST", f"/api/v1/messages/{int(message_id)}/cancel")
 
     def batching(self, **options: Any) -> BatchingProducer:
         """A background batching producer sharing this producer's connections.

@@ -22,12 +22,15 @@ from mqcenter.celery import app as celery_app
 from mqcenter.core.audit import audit_record
 from mqcenter.core.auth import Principal
 from mqcenter.core.dates import parse_iso_datetime
-from mqcenter.core.errors import InvalidRequest, NotFound, PayloadTooLarge
+from mqcenter.core.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge
 from registry.wakeups import wakeup_hub
 from topics.models import Topic
 from topics.services import topic_require_biz
 
 EDITABLE_STATUSES = (Status.NEW, Status.SUCCESS, Status.FAIL, Status.TIMEOUT)
+# Not yet running and not finished: a waiting (possibly delayed) message, or half of an
+# open transaction (whose later commit then leaves it cancelled: it only takes PREPARED rows).
+CANCELLABLE_STATUSES = (Status.NEW, Status.PREPARED)
 BULK_BATCH = 500
 
 
@@ -122,6 +125,53 @@ def messages_delete(
     if ids is None and _larger_than(rows, settings.MQ_REDRIVE_SYNC_LIMIT):
         return {"job": bulk_job_create(principal=principal, kind=BulkJob.Kind.DELETE, filter=filter).id}
     return {"count": _delete_batch(principal, rows)}
+
+
+def message_cancel(*, principal: Principal, message_id: int) -> Message:
+    """Withdraw one message that is NEW (delayed or not) or PREPARED: it becomes CANCELLED,
+    a finished status kept for retention, not a dead letter. A running or finished
+    message answers 409."""
+    message = message_get(principal=principal, message_id=message_id)
+    if message.status == Status.CANCELLED:  # a repeated cancel (a retried request) is harmless
+        return message
+    if not _cancel_batch(principal, Message.objects.filter(id=message_id)):
+        current = Message.objects.filter(id=message_id).values_list("status", flat=True).first()
+        raise Conflict(
+            f"Message {message_id} is {current}: only NEW or PREPARED messages can be cancelled.",
+            details={"id": message_id, "status": current},
+        )
+    message.refresh_from_db()
+    return message
+
+
+def messages_cancel(
+    *, principal: Principal, ids: list[int] | None = None, filter: MessageFilter | None = None
+) -> dict[str, Any]:
+    """Cancel the NEW or PREPARED messages among `ids` or a filter's matches (the others are
+    left alone and not counted); a large filter becomes a background job."""
+    rows = _target_rows(principal, ids, filter).filter(status__in=CANCELLABLE_STATUSES)
+    if ids is None and _larger_than(rows, settings.MQ_REDRIVE_SYNC_LIMIT):
+        return {"job": bulk_job_create(principal=principal, kind=BulkJob.Kind.CANCEL, filter=filter).id}
+    return {"count": _cancel_batch(principal, rows)}
+
+
+def _cancel_batch(principal: Principal, rows) -> int:  # type: ignore[no-untyped-def]
+    now = timezone.now()
+    with transaction.atomic():
+        # Locked, then changed only if still waiting: a claim may have taken one meanwhile
+        # (SKIP LOCKED claims pass over the rows locked here).
+        messages = list(rows.filter(status__in=CANCELLABLE_STATUSES).select_for_update().order_by("id"))
+        if not messages:
+            return 0
+        Message.objects.filter(id__in=[m.id for m in messages]).update(
+            status=Status.CANCELLED, lease_expires_at=None, update_time=now
+        )
+        for message in messages:
+            message.status = Status.CANCELLED
+        trace_write(trace_row(m, TraceEvent.CANCELLED, at=now, actor=principal.name) for m in messages)
+        audit_record(actor=principal.name, action="message.cancel", target="Message",
+                     after={"ids": [m.id for m in messages][:1000], "count": len(messages)})
+    return len(messages)
 
 
 def _target_rows(principal: Principal, ids: list[int] | None, filter: MessageFilter | None):  # type: ignore[no-untyped-def]
@@ -236,6 +286,8 @@ def bulk_job_run(*, job_id: int, max_batches: int | None = None) -> BulkJob:
             batch = Message.objects.filter(id__in=ids)
             if job.kind == BulkJob.Kind.DELETE:
                 done = _delete_batch(principal, batch)
+            elif job.kind == BulkJob.Kind.CANCEL:
+                done = _cancel_batch(principal, batch)
             else:
                 done = _requeue_batch(principal, batch.filter(status__in=_job_statuses(job.kind)), job.kind)
             BulkJob.objects.filter(id=job.id).update(cursor=min(ids), processed=job.processed + done)
@@ -251,6 +303,8 @@ def bulk_job_run(*, job_id: int, max_batches: int | None = None) -> BulkJob:
 def _job_statuses(kind: str) -> list[str]:
     if kind == BulkJob.Kind.REDRIVE:
         return [Status.FAIL, Status.TIMEOUT]
+    if kind == BulkJob.Kind.CANCEL:
+        return list(CANCELLABLE_STATUSES)
     return [Status.NEW, Status.SUCCESS, Status.FAIL, Status.TIMEOUT]
 
 

@@ -263,7 +263,8 @@ def test_it_counts_by_status_per_topic_and_group(admin_api, producer_api, consum
     response = admin_api.get("/api/v1/stats")
     assert response.status_code == 200
     stats = {(s["topic"], s["group"]): s for s in response.json()["stats"]}
-    assert stats[("orders", "default")]["counts"] == {"NEW": 2, "RUNNING": 1, "SUCCESS": 0, "FAIL": 0, "TIMEOUT": 0}
+    assert stats[("orders", "default")]["counts"] == {"NEW": 2, "RUNNING": 1, "SUCCESS": 0, "FAIL": 0, "TIMEOUT": 0,
+                                                      "EXPIRED": 0, "PREPARED": 0, "CANCELLED": 0}
     assert stats[("orders", "g")]["counts"]["NEW"] == 1
     assert stats[("orders", "default")]["oldest_deliverable_age_seconds"] >= 0
     assert admin_api.get("/api/v1/stats", {"topic": "nothing"}).json() == {"stats": []}

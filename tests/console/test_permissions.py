@@ -4,12 +4,14 @@ operator, admin}: who gets in, and that refused writes change nothing."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 
-from messages.models import BulkJob, Message, Status
+from messages.models import BulkJob, Message, Schedule, Status
 from mqcenter.models import AuditEntry
 from topics.models import ApiToken, Biz, Topic
 
@@ -29,6 +31,9 @@ READS: list[tuple[str, dict[str, str]]] = [
     ("/messages/{failed}/", {"viewer": OK, "outsider": DENY, "operator": OK, "admin": OK}),
     ("/messages/add/", {"viewer": DENY, "outsider": OK, "operator": OK, "admin": OK}),
     ("/dead/", {"viewer": OK, "outsider": OK, "operator": OK, "admin": OK}),
+    ("/schedules/", {"viewer": OK, "outsider": OK, "operator": OK, "admin": OK}),
+    ("/schedules/{schedule}/", {"viewer": DENY, "outsider": DENY, "operator": OK, "admin": OK}),
+    ("/transactions/", {"viewer": OK, "outsider": OK, "operator": OK, "admin": OK}),
     ("/jobs/", {"viewer": OK, "outsider": OK, "operator": OK, "admin": OK}),
     ("/jobs/{job}/", {"viewer": DENY, "outsider": DENY, "operator": DENY, "admin": OK}),
     ("/topics/", {"viewer": OK, "outsider": OK, "operator": OK, "admin": OK}),
@@ -58,7 +63,9 @@ def world(users: dict[str, Any], clients: dict[str, Any], failed: Message, waiti
     empty = Biz.objects.create(name="empty")
     _, token = token_create(actor="test", scopes=["produce:orders*"], biz=shop, name="shop-producer")
     target = make_user("tim", "viewer", shop)
-    return {"failed": failed.id, "waiting": waiting.id, "shop": shop.id, "job": job.id, "empty": empty.id,
+    schedule = Schedule.objects.create(name="hourly", biz=shop, topic="orders", cron="0 * * * *",
+                                       next_run_at=timezone.now() + timedelta(hours=1))
+    return {"schedule": schedule.id, "failed": failed.id, "waiting": waiting.id, "shop": shop.id, "job": job.id, "empty": empty.id,
             "viewer_id": users["viewer"].id, "token": token.id, "target": target.id,
             "grant": ConsoleGrant.objects.get(user=target).id, "clients": clients}
 
@@ -110,6 +117,22 @@ WRITES: list[tuple[str, Any, dict[str, str], Any]] = [
      lambda w: Message.objects.get(id=w["failed"]).status == Status.NEW),
     ("delete", lambda w: (f"/messages/{w['failed']}/delete/", {}), OPERATORS,
      lambda w: not Message.objects.filter(id=w["failed"]).exists()),
+    ("cancel", lambda w: (f"/messages/{w['waiting']}/cancel/", {}), OPERATORS,
+     lambda w: Message.objects.get(id=w["waiting"]).status == Status.CANCELLED),
+    ("bulk-cancel", lambda w: ("/messages/bulk/", {"action": "cancel", "scope": "selected", "ids": [w["waiting"]]}),
+     SCOPED, lambda w: Message.objects.get(id=w["waiting"]).status == Status.CANCELLED),
+    ("schedule-create", lambda w: ("/schedules/", {"name": "nightly", "topic": "orders", "data": "{}",
+                                                   "cron": "0 2 * * *", "timezone": "Asia/Shanghai", "enabled": "on"}),
+     OPERATORS, lambda w: Schedule.objects.filter(name="nightly").exists()),
+    ("schedule-edit", lambda w: (f"/schedules/{w['schedule']}/", {"name": "hourly", "topic": "orders", "data": "{}",
+                                                                  "cron": "30 * * * *", "timezone": "UTC"}),
+     OPERATORS, lambda w: Schedule.objects.get(id=w["schedule"]).cron == "30 * * * *"),
+    ("schedule-run", lambda w: (f"/schedules/{w['schedule']}/run/", {}), OPERATORS,
+     lambda w: Schedule.objects.get(id=w["schedule"]).last_message_id is not None),
+    ("schedule-disable", lambda w: (f"/schedules/{w['schedule']}/disable/", {}), OPERATORS,
+     lambda w: not Schedule.objects.get(id=w["schedule"]).enabled),
+    ("schedule-delete", lambda w: (f"/schedules/{w['schedule']}/delete/", {}), OPERATORS,
+     lambda w: not Schedule.objects.filter(id=w["schedule"]).exists()),
     ("bulk-ids", lambda w: ("/messages/bulk/", {"action": "redrive", "scope": "selected", "ids": [w["failed"]]}),
      SCOPED, lambda w: Message.objects.get(id=w["failed"]).status == Status.NEW),
     ("bulk-filter", lambda w: ("/messages/bulk/", {"action": "delete", "scope": "filter", "topic": "orders"}),

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from messages.models import BulkJob, Message
+from messages.models import BulkJob, Message, Schedule, Transaction
 from registry.services import broker_heartbeat
 from tests.conftest import Api, make_api
 from tests.support.api import produce, pull
@@ -46,6 +46,17 @@ def samples(world: dict[str, Any]) -> dict[tuple[str, str], Sample]:
         ("api:message-detail", "PATCH"): Sample("admin", {"data": {"edited": True}}),
         ("api:message-detail", "DELETE"): Sample("admin"),
         ("api:job-detail", "GET"): Sample("admin"),
+        ("api:messages-cancel", "POST"): Sample("admin", {"ids": [dead]}, filtered=True),
+        ("api:message-cancel", "POST"): Sample("admin"),
+        ("api:transaction", "GET"): Sample("produce"),
+        ("api:transaction-commit", "POST"): Sample("produce"),
+        ("api:transaction-rollback", "POST"): Sample("produce"),
+        ("api:schedules", "GET"): Sample("admin", filtered=True),
+        ("api:schedules", "POST"): Sample("admin", {"name": "probe", "topic": "orders", "cron": "* * * * *"}),
+        ("api:schedule", "GET"): Sample("admin"),
+        ("api:schedule", "PATCH"): Sample("admin", {"enabled": False}),
+        ("api:schedule", "DELETE"): Sample("admin"),
+        ("api:schedule-run", "POST"): Sample("admin"),
         ("api:pull", "POST"): Sample("consume", {"topic": "orders", "consumer": "probe"}),
         ("api:ack", "POST"): Sample("consume", {"consumer": "shophost:1:c1", "results": [{"id": running, "status": "SUCCESS"}]}),
         ("api:extend", "POST"): Sample("consume", {"consumer": "shophost:1:c1", "ids": [running], "seconds": 30}),
@@ -89,10 +100,17 @@ def world(admin_api: Api, shop: Biz, other_biz: Biz) -> dict[str, Any]:
     Message.objects.filter(id=running).update(lease_expires_at=timezone.now() + timedelta(hours=1))
     job = BulkJob.objects.create(kind="delete", filter={"topic": "orders"}, actor="test", biz_ids=[shop.id])
     broker_heartbeat(node_id="n1", url="http://10.0.0.5:8000", host="h", pid=1)
+    now = timezone.now()
+    txn = Transaction.objects.create(biz_id=shop.id, producer="SHOPOWNER", topics=["orders"], message_ids=[],
+                                     check_url="http://shophost/check", check_after_seconds=30,
+                                     next_check_at=now + timedelta(hours=1), created_at=now)
+    schedule = Schedule.objects.create(name="SHOPSECRET-nightly", biz=shop, topic="orders", cron="0 2 * * *",
+                                       data='{"secret":"SHOPSECRET"}', next_run_at=now + timedelta(hours=1))
     return {
         "running": running, "dead": dead,
         "path": {"message_id": str(running), "job_id": str(job.id), "biz_id": str(shop.id),
-                 "topic": "orders", "consumer": "shophost:1:c1"},
+                 "topic": "orders", "consumer": "shophost:1:c1", "transaction_id": txn.id,
+                 "schedule_id": str(schedule.id)},
         "shop": shop,
     }
 

@@ -119,6 +119,8 @@ def test_it_refuses_hostile_raw_bodies_on_every_endpoint(route, method, world, a
         response = send(admin_api, method, url, raw)
         if name == "empty" and method == "PATCH" and response.status_code == 200:
             continue  # no body is an empty change set: a no-op PATCH
+        if name == "empty" and getattr(getattr(route.view, "view_class", None), "body_optional", False):
+            continue  # an action that takes no body (commit, cancel, run now) did its work
         assert 400 <= response.status_code < 500, (name, response.status_code, response.content[:300])
         error_of(response)
         assert snapshot() == before, name

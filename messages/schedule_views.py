@@ -1,0 +1,104 @@
+"""Console pages for recurring messages (schedules) and open transactions. Thin doors:
+every write goes through messages/services/schedules.py."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import messages as flash
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from messages.services import schedules
+from messages.services.transactions import transactions_open
+from mqcenter.console import htmx_redirect, render_page
+from mqcenter.core.errors import InvalidRequest, MQError
+from mqcenter.core.roles import console_principal, console_view
+from mqcenter.models import ConsoleRole
+
+FORM_FIELDS = ("name", "topic", "group", "data", "cron", "timezone")
+
+
+@console_view(ConsoleRole.VIEWER)
+def schedule_list(request: HttpRequest) -> HttpResponse:
+    """Every visible schedule with its next and last runs; operators create one here."""
+    operator = console_principal(request.user, ConsoleRole.OPERATOR)
+    form: dict[str, Any] = {"name": "", "topic": "", "group": "", "data": "{}", "cron": "0 * * * *",
+                            "timezone": "UTC", "enabled": True}
+    error, status = "", 200
+    if request.method == "POST":
+        if operator is None:
+            return HttpResponse("Operators only.", status=403)
+        form = _form(request)
+        try:
+            schedule = schedules.schedule_create(principal=operator, fields=_fields(form))
+        except MQError as exc:
+            error, status = exc.message, exc.status
+        else:
+            flash.success(request, f"Created schedule {schedule.name}.")
+            return htmx_redirect(request, reverse("console:schedules"))
+    rows = schedules.schedules_list(principal=request.console.principal)
+    return render_page(request, "messages/schedules.html", {
+        "rows": rows, "form": form, "error": error, "may_write": operator is not None,
+    }, status=status)
+
+
+@console_view(ConsoleRole.OPERATOR)
+def schedule_edit(request: HttpRequest, schedule_id: int) -> HttpResponse:
+    principal = request.console.principal
+    schedule = schedules.schedule_get(principal=principal, schedule_id=schedule_id)
+    as_dict = schedules.schedule_dict(schedule)
+    form: dict[str, Any] = {**as_dict, "group": as_dict["group"] or "", "data": json.dumps(as_dict["data"], indent=2)}
+    error, status = "", 200
+    if request.method == "POST":
+        form = _form(request)
+        try:
+            schedules.schedule_update(principal=principal, schedule_id=schedule_id, fields=_fields(form))
+        except MQError as exc:
+            error, status = exc.message, exc.status
+        else:
+            flash.success(request, f"Saved schedule {form['name']}.")
+            return htmx_redirect(request, reverse("console:schedules"))
+    return render_page(request, "messages/schedule_edit.html", {"schedule": schedule, "form": form, "error": error},
+                       status=status)
+
+
+@require_POST
+@console_view(ConsoleRole.OPERATOR)
+def schedule_action(request: HttpRequest, schedule_id: int, action: str) -> HttpResponse:
+    """Run now, enable, disable or delete one schedule."""
+    principal = request.console.principal
+    if action == "run":
+        result = schedules.schedule_run(principal=principal, schedule_id=schedule_id)
+        flash.success(request, f"Produced message {result.id}.")
+    elif action == "delete":
+        schedules.schedule_delete(principal=principal, schedule_id=schedule_id)
+        flash.success(request, "Deleted the schedule.")
+    else:
+        schedules.schedule_update(principal=principal, schedule_id=schedule_id, fields={"enabled": action == "enable"})
+        flash.success(request, f"Schedule {action}d.")
+    return htmx_redirect(request, reverse("console:schedules"))
+
+
+@console_view(ConsoleRole.VIEWER)
+def transaction_list(request: HttpRequest) -> HttpResponse:
+    """Transactions still open (prepared, neither committed nor rolled back)."""
+    rows = transactions_open(principal=request.console.principal)
+    return render_page(request, "messages/transactions.html", {"rows": rows})
+
+
+def _form(request: HttpRequest) -> dict[str, Any]:
+    form: dict[str, Any] = {name: request.POST.get(name, "").strip() for name in FORM_FIELDS}
+    form["enabled"] = request.POST.get("enabled") == "on"
+    return form
+
+
+def _fields(form: dict[str, Any]) -> dict[str, Any]:
+    try:
+        data = json.loads(form["data"] or "null")
+    except ValueError as exc:
+        raise InvalidRequest("data must be valid JSON.", details={"field": "data"}) from exc
+    return {"name": form["name"], "topic": form["topic"], "group": form["group"] or None, "data": data,
+            "cron": form["cron"], "timezone": form["timezone"] or "UTC", "enabled": form["enabled"]}
