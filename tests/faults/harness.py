@@ -91,3 +91,17 @@ def consume_load(url: str, token: str, ledger: Ledger, *, name: str, topic: str,
                 {"consumer": name, "results": [{"id": m["id"], "status": "SUCCESS"} for m in messages]},
                 ledger, min(deadline, time.monotonic() + 5),
             )
+
+
+def drain(server: Any, topic: str, ledger: Ledger, stop: threading.Event, consumers: list[threading.Thread],
+          deadline: float) -> None:
+    """Let the consumers go on until every acknowledged message of `topic` is SUCCESS (leases
+    of answers lost on the way expire and are redelivered), then stop them."""
+    while time.monotonic() < deadline:
+        done = server.sql("SELECT COUNT(*) FROM mq_message WHERE topic = %s AND status = 'SUCCESS'", topic)[0][0]
+        if done >= len(ledger.acknowledged):
+            break
+        time.sleep(0.5)
+    stop.set()
+    for thread in consumers:
+        thread.join(timeout=30)

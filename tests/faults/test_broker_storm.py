@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.faults.harness import Ledger, consume_load, produce_load
+from tests.faults.harness import Ledger, consume_load, drain, produce_load
 from tests.support.server import BrokerServer, free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -53,16 +53,7 @@ def test_three_brokers_killed_at_random_lose_and_double_nothing() -> None:
 
         for thread in producers:
             thread.join(timeout=60)
-        # Drain: consumers keep going until every acknowledged message is SUCCESS (leases
-        # of answers lost with a killed broker expire and are redelivered).
-        while time.monotonic() < deadline:
-            done = server.sql("SELECT COUNT(*) FROM mq_message WHERE topic = 'storm' AND status = 'SUCCESS'")[0][0]
-            if done >= len(ledger.acknowledged):
-                break
-            time.sleep(0.5)
-        stop.set()
-        for thread in consumers:
-            thread.join(timeout=30)
+        drain(server, "storm", ledger, stop, consumers, deadline)
 
         assert kills >= 2  # a restart takes a few seconds: MQ_STORM_SECONDS=60 for a longer storm
         assert ledger.unexpected == []

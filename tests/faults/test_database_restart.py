@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.faults.harness import Ledger, consume_load, produce_load
+from tests.faults.harness import Ledger, consume_load, drain, produce_load
 from tests.support.private import PrivateMariaDB
 from tests.support.server import BrokerServer
 
@@ -58,15 +58,7 @@ def test_it_answers_503_while_the_database_is_down_and_loses_nothing(database: P
 
         for thread in producers:
             thread.join(timeout=150)
-        # Drain: consumers keep going until every acknowledged message is SUCCESS.
-        while time.monotonic() < deadline:
-            done = server.sql("SELECT COUNT(*) FROM mq_message WHERE topic = 'restart' AND status = 'SUCCESS'")[0][0]
-            if done >= len(ledger.acknowledged):
-                break
-            time.sleep(0.5)
-        stop.set()
-        for thread in consumers:
-            thread.join(timeout=30)
+        drain(server, "restart", ledger, stop, consumers, deadline)
 
         assert during.status_code == 503
         assert during.json()["error"]["code"] == "unavailable"
