@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
-from messages import views
+from messages import dead_letter_views, views
 
 urlpatterns = [
     path("messages/", views.message_list, name="messages"),
@@ -13,8 +13,11 @@ urlpatterns = [
     path("messages/<int:message_id>/", views.message_detail, name="message"),
     path("messages/<int:message_id>/edit/", views.message_edit, name="message_edit"),
     re_path(r"^messages/(?P<message_id>[0-9]+)/(?P<action>redrive|requeue|delete)/$", views.message_action, name="message_action"),
-    path("dead/", views.dead_letters, name="dead_letters"),
-    path("dead/redrive/", views.dead_letters_redrive, name="dead_letters_redrive"),
+    path("dead/", dead_letter_views.dead_letters, name="dead_letters"),
+    path("dead/redrive/", dead_letter_views.dead_letters_redrive, name="dead_letters_redrive"),
+    re_path(r"^dead/group/(?P<action>redrive|delete)/$", dead_letter_views.dead_letter_group_act,
+            name="dead_letter_group_act"),
+    path("dead/group/export/", dead_letter_views.dead_letter_group_export, name="dead_letter_group_export"),
     path("jobs/", views.job_list, name="jobs"),
     path("jobs/<int:job_id>/", views.job_detail, name="job"),
 ]
