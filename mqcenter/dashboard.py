@@ -114,7 +114,8 @@ def dashboard_chart(*, principal: Principal, window: str) -> dict[str, Any] | No
         index = int((at - since) / step)
         if 0 <= index < buckets:
             produced[index] += row.get("produced", 0)
-            consumed[index] += row.get("succeeded", 0) + row.get("failed", 0)
+            # Consumed means acked: a rejected (failed) message is counted as failed only.
+            consumed[index] += row.get("succeeded", 0)
             failed[index] += row.get("failed", 0)
     peak = max([*produced, *consumed, 1])
     per_minute = step.total_seconds() / 60

@@ -74,3 +74,23 @@ def test_it_shows_2000_similar_failures_as_one_group_and_redrives_it_with_progre
     shot(page, "dead-letters-job-done")
     page.goto(f"{console.url}/dead/?topic=parcels")
     assert page.locator("#dead-table tr.dead-group").count() == 0
+
+
+def test_it_draws_the_dashboard_chart_with_axes_and_switches_ranges(wide_page: Any, console: Console) -> None:
+    page = wide_page
+    login(page, console)
+    chart = page.locator("[data-chart-src]")
+    page.wait_for_selector("[data-chart-drawn='1h']")
+    assert chart.locator(".chart-counters canvas").count() == 1
+    assert chart.locator(".chart-counters .u-axis").count() == 2  # time and messages
+    assert chart.locator(".chart-backlog .u-axis").count() == 3  # time, messages, seconds
+    assert chart.get_attribute("data-chart-points") == "60"
+    box = chart.locator(".chart-counters .u-over").bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    legend = chart.locator(".chart-counters .u-legend").inner_text().lower()
+    assert "produced" in legend and re.search(r"time\s*\d{4}-\d{2}-\d{2}", legend)  # the hovered point
+    shot(page, "dashboard-chart-1440")
+    chart.locator("button[data-range='7d']").click()
+    page.wait_for_selector("[data-chart-drawn='7d']")
+    assert chart.get_attribute("data-chart-points") == "84"
+    shot(page, "dashboard-chart-7d-1440")
