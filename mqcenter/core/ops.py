@@ -12,6 +12,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from mqcenter.core import metrics
 from mqcenter.core.auth import principal_for_token
 from mqcenter.core.errors import Forbidden, MQError, error_response
+from mqcenter.queue_metrics import queue_registry
 from registry.wakeups import wakeup_hub
 
 
@@ -63,4 +64,5 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     except MQError as err:
         return error_response(err.status, err.code, err.message, err.details)
     metrics.waiting_pulls.set(wakeup_hub().waiting_count())
-    return HttpResponse(generate_latest(metrics.registry), content_type=CONTENT_TYPE_LATEST)
+    body = generate_latest(metrics.registry) + generate_latest(queue_registry)
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
