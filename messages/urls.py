@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
-from messages import dead_letter_views, views
+from messages import activity_views, dead_letter_views, views
 
 urlpatterns = [
     path("messages/", views.message_list, name="messages"),
@@ -18,6 +18,11 @@ urlpatterns = [
     re_path(r"^dead/group/(?P<action>redrive|delete)/$", dead_letter_views.dead_letter_group_act,
             name="dead_letter_group_act"),
     path("dead/group/export/", dead_letter_views.dead_letter_group_export, name="dead_letter_group_export"),
+    path("scheduled/", activity_views.scheduled, name="scheduled"),
+    path("retrying/", activity_views.retrying, name="retrying"),
+    path("in-flight/", activity_views.in_flight, name="in_flight"),
+    path("maintenance/", activity_views.maintenance, name="maintenance"),
+    path("alarms/", activity_views.alarms, name="alarms"),
     path("jobs/", views.job_list, name="jobs"),
     path("jobs/<int:job_id>/", views.job_detail, name="job"),
 ]
