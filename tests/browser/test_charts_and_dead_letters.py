@@ -1,4 +1,5 @@
-"""Dead letters in headless Chromium at 1,440 px: 2,000 similar failures are one group,
+"""Charts and dead letters in headless Chromium at 1,440 px: the dashboard chart draws with
+axes, hover values and ranges; 2,000 similar failures are one dead-letter group,
 redriven in one action as a background job with a progress bar."""
 
 from __future__ import annotations
