@@ -219,56 +219,6 @@ def archive_search(
     return _keyset_page(filter.queryset(principal, model=MessageArchive), cursor, limit)
 
 
-DEAD_LETTER_SAMPLE = 2000
-
-
-def dead_letter_reason(log: str) -> str:
-    """The reason a dead letter is grouped by: the first line of its last log, shortened."""
-    first = (log or "").strip().splitlines()[0] if (log or "").strip() else ""
-    return first[:160] or "(no log)"
-
-
-def _newest_dead(principal: Principal, topic: str | None, sample: int) -> list[dict[str, Any]]:
-    """The newest `sample`+1 dead letters: one backward index range per status, merged."""
-    rows: list[dict[str, Any]] = []
-    for status in (Status.FAIL, Status.TIMEOUT):
-        query = MessageFilter(status=(status,), topic=topic).queryset(principal)
-        rows.extend(query.order_by("-id").values("id", "topic", "status", "last_log", "update_time")[: sample + 1])
-    return sorted(rows, key=lambda r: r["id"], reverse=True)[: sample + 1]
-
-
-def dead_letter_groups(*, principal: Principal, topic: str | None = None, sample: int = DEAD_LETTER_SAMPLE) -> tuple[list[dict[str, Any]], bool]:
-    """FAIL/TIMEOUT messages grouped by (topic, reason), from the newest `sample` dead
-    letters. Returns (groups, truncated)."""
-    recent = _newest_dead(principal, topic, sample)
-    truncated = len(recent) > sample
-    groups: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in recent[:sample]:
-        reason = dead_letter_reason(row["last_log"])
-        entry = groups.setdefault((row["topic"], reason), {
-            "topic": row["topic"], "reason": reason, "count": 0, "statuses": set(),
-            "newest_id": row["id"], "newest_at": row["update_time"],
-        })
-        entry["count"] += 1
-        entry["statuses"].add(row["status"])
-    ordered = sorted(groups.values(), key=lambda g: (-g["count"], g["topic"], g["reason"]))
-    for g in ordered:
-        g["statuses"] = sorted(g["statuses"])
-    return ordered, truncated
-
-
-def dead_letter_ids(*, principal: Principal, topic: str, reason: str, limit: int) -> list[int]:
-    """Ids of the newest dead letters of `topic` whose reason is `reason` (at most `limit`)."""
-    rows = MessageFilter(status=(Status.FAIL, Status.TIMEOUT), topic=topic).queryset(principal)
-    ids = []
-    for row in rows.order_by("-id").values("id", "last_log").iterator(chunk_size=2000):
-        if dead_letter_reason(row["last_log"]) == reason:
-            ids.append(row["id"])
-            if len(ids) >= limit:
-                break
-    return ids
-
-
 # --- maintenance health and alarms (console) --------------------------------------------
 
 

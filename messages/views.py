@@ -33,7 +33,6 @@ STATUS_CHOICES = [("", "any status"), ("NEW", "NEW"), ("RUNNING", "RUNNING"), ("
                   ("FAIL", "FAIL"), ("TIMEOUT", "TIMEOUT"), ("FAIL,TIMEOUT", "dead (FAIL or TIMEOUT)"),
                   ("PREPARED", "PREPARED"), ("CANCELLED", "CANCELLED")]
 BULK_ACTIONS = {"redrive", "requeue", "delete", "cancel"}
-DEAD_GROUPS_SHOWN = 50
 
 
 def filter_params(source: Any) -> dict[str, str]:
@@ -255,45 +254,6 @@ def message_add(request: HttpRequest) -> HttpResponse:
                        status=status)
 
 
-# --- dead letters ------------------------------------------------------------------------
-
-
-@console_view(ConsoleRole.VIEWER)
-def dead_letters(request: HttpRequest) -> HttpResponse:
-    topic = request.GET.get("topic", "").strip() or None
-    groups, truncated = selectors.dead_letter_groups(principal=request.console.principal, topic=topic)
-    groups = groups[:DEAD_GROUPS_SHOWN + 1]
-    writable = writable_topics(request, {g["topic"] for g in groups})
-    for group in groups:
-        group["may_write"] = group["topic"] in writable
-    return render_page(request, "messages/dead_letters.html", {
-        "groups": groups[:DEAD_GROUPS_SHOWN], "hidden": len(groups) > DEAD_GROUPS_SHOWN, "shown": DEAD_GROUPS_SHOWN,
-        "truncated": truncated, "sample": selectors.DEAD_LETTER_SAMPLE, "topic": topic or "",
-        "may_write_topic": bool(topic) and can_write(request, topic or ""),
-    })
-
-
-@require_POST
-@console_view(ConsoleRole.OPERATOR)
-def dead_letters_redrive(request: HttpRequest) -> HttpResponse:
-    """One-click redrive of a (topic, reason) group, or of every dead letter of a topic."""
-    principal = request.console.principal
-    topic = validation.name(request.POST.get("topic"), "topic")
-    reason = request.POST.get("reason")
-    if reason is None:  # the whole topic: may become a background job
-        result = services.messages_requeue(
-            principal=principal, filter=MessageFilter(topic=topic, status=(Status.FAIL, Status.TIMEOUT)),
-        )
-        if "job" in result:
-            return htmx_redirect(request, reverse("console:job", args=[result["job"]]))
-    else:
-        ids = selectors.dead_letter_ids(principal=principal, topic=topic, reason=reason,
-                                        limit=settings.MQ_REDRIVE_SYNC_LIMIT)
-        result = services.messages_requeue(principal=principal, ids=ids) if ids else {"count": 0}
-    flash.success(request, f"Redrove {result['count']} dead letter{'s' if result['count'] != 1 else ''} of {topic}.")
-    return htmx_redirect(request, reverse("console:dead_letters"))
-
-
 # --- bulk jobs ---------------------------------------------------------------------------
 
 
@@ -311,8 +271,10 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     percent = 100 if job.state == BulkJob.State.DONE else (
         min(99, int(job.processed * 100 / job.total)) if job.total else 0)
     flat = {k: (",".join(v) if isinstance(v, list) else v) for k, v in job.filter.items()}
+    # A dead-letter group's reason is not a message filter: the list link leaves it out.
+    listed = {k: v for k, v in flat.items() if k != "reason"}
     return render_page(request, "messages/job.html", {
         "job": job, "percent": percent, "finished": job.state in (BulkJob.State.DONE, BulkJob.State.FAILED),
-        "filter_query": query_string(flat),
+        "filter_query": query_string(listed),
         "filter_text": ", ".join(f"{k}={v}" for k, v in flat.items()) or "(none)",
     }, partial="progress")

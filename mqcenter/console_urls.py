@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.urls import path
 
 from messages import urls as messages_urls
+from mqcenter import chart_views
 from mqcenter import console_views as views
 from registry import urls as registry_urls
 from reports import urls as reports_urls
@@ -14,6 +15,7 @@ app_name = "console"
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
+    path("charts/series.json", chart_views.chart_data, name="chart_data"),
     path("login/", views.login, name="login"),
     path("logout/", views.logout, name="logout"),
     path("password/", views.password_change, name="password_change"),

@@ -13,7 +13,6 @@ from mqcenter.core.auth import Principal
 from registry import services as registry_services
 
 WINDOWS = {"hour": (timedelta(hours=1), 60), "day": (timedelta(days=1), 60 * 24), "week": (timedelta(days=7), 60 * 24 * 7)}
-CHART_W, CHART_H, CHART_PAD = 600, 130, 22
 
 
 SNAPSHOT_MAX_AGE = timedelta(minutes=2)
@@ -92,43 +91,17 @@ def dashboard_summary(*, principal: Principal, window: str = "hour") -> dict[str
     }
 
 
-def dashboard_chart(*, principal: Principal, window: str) -> dict[str, Any] | None:
-    """Produced / consumed / failed per minute as SVG polyline points, or None when no
-    per-minute stats exist yet (they come from the maintenance flush job)."""
-    series_fn = getattr(message_selectors, "stats_series", None)
-    if series_fn is None:
-        return None
+def dashboard_chart(*, principal: Principal, window: str) -> dict[str, Any]:
+    """Produced and acked totals over the window, for the dashboard's cards (the charts
+    themselves are drawn from mqcenter/charts.py). A rejected (failed) message is not
+    counted as consumed."""
     span, _minutes = WINDOWS.get(window, WINDOWS["hour"])
-    # Up to the end of the current minute, so the chart includes what just happened.
+    # Up to the end of the current minute, so the totals include what just happened.
     until = timezone.now().replace(second=0, microsecond=0) + timedelta(minutes=1)
     since = until - span
-    rows = series_fn(principal=principal, since=since, until=until)
-    # Buckets: per minute for an hour, coarser for longer windows (at most 300 points).
-    buckets = 60 if window == "hour" else 288 if window == "day" else 336
-    step = span / buckets
-    produced, consumed, failed = [0] * buckets, [0] * buckets, [0] * buckets
-    for row in rows:
-        at = row.get("minute") or row.get("at") or row.get("bucket")
-        if at is None:
-            continue
-        index = int((at - since) / step)
-        if 0 <= index < buckets:
-            produced[index] += row.get("produced", 0)
-            consumed[index] += row.get("succeeded", 0) + row.get("failed", 0)
-            failed[index] += row.get("failed", 0)
-    peak = max([*produced, *consumed, 1])
-    per_minute = step.total_seconds() / 60
-
-    def points(values: list[int]) -> str:
-        width = CHART_W - CHART_PAD
-        return " ".join(
-            f"{CHART_PAD + i * width / max(1, buckets - 1):.1f},{CHART_H - 12 - v * (CHART_H - 24) / peak:.1f}"
-            for i, v in enumerate(values)
-        )
-
+    rows = message_selectors.stats_series(principal=principal, since=since, until=until)
     return {
-        "produced": points(produced), "consumed": points(consumed), "failed": points(failed),
-        "peak_per_minute": round(peak / per_minute, 1), "w": CHART_W, "h": CHART_H,
-        "total_produced": sum(produced), "total_consumed": sum(consumed),
+        "total_produced": sum(row["produced"] for row in rows),
+        "total_consumed": sum(row["succeeded"] for row in rows),
         "since": since, "until": until,
     }

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from django.urls import path
 
-from topics import views
+from topics import group_views, views
 
 urlpatterns = [
     path("topics/", views.topic_list, name="topics"),
     # "+" cannot appear in a topic name, so no topic's page can shadow this one.
     path("topics/+new/", views.topic_create, name="topic_create"),
     path("topics/<str:name>/", views.topic_detail, name="topic"),
+    path("topics/<str:name>/groups/<str:group>/", group_views.topic_group, name="topic_group"),
     path("topics/<str:name>/pause/", views.topic_pause, name="topic_pause"),
     path("topics/<str:name>/delete/", views.topic_delete, name="topic_delete"),
     path("biz/", views.biz_list, name="biz_list"),

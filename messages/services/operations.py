@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from messages.filters import MessageFilter
 from messages.models import BulkJob, Message, MessageTrace, Status, TraceEvent
+from messages.services.dead_letters import dead_letter_group_ids
 from messages.services.trace import trace_row, trace_write
 from mqcenter.celery import app as celery_app
 from mqcenter.core.audit import audit_record
@@ -233,12 +234,16 @@ def _delete_batch(principal: Principal, rows) -> int:  # type: ignore[no-untyped
 # --- bulk jobs ---------------------------------------------------------------------------
 
 
-def bulk_job_create(*, principal: Principal, kind: str, filter: MessageFilter | None) -> BulkJob:
-    """Record a job and start it after commit (a Celery worker runs `bulk_job_run`)."""
+def bulk_job_create(
+    *, principal: Principal, kind: str, filter: MessageFilter | None, reason: str | None = None,
+) -> BulkJob:
+    """Record a job and start it after commit (a Celery worker runs `bulk_job_run`).
+    `reason` narrows the filter to one dead-letter group (messages/services/dead_letters.py)."""
     assert filter is not None
+    stored = filter.as_json() | ({"reason": reason} if reason is not None else {})
     with transaction.atomic():
         job = BulkJob.objects.create(
-            kind=kind, filter=filter.as_json(), actor=principal.name,
+            kind=kind, filter=stored, actor=principal.name,
             biz_ids=sorted(principal.biz_ids) if principal.biz_ids is not None else None,
         )
         audit_record(actor=principal.name, action=f"bulk.{kind}", target=job, after=job.filter)
@@ -262,12 +267,14 @@ def bulk_job_run(*, job_id: int, max_batches: int | None = None) -> BulkJob:
     if job.state in (BulkJob.State.DONE, BulkJob.State.FAILED):
         return job
     principal = bulk_job_principal(job)
-    flt = MessageFilter.parse(job.filter)
+    reason = job.filter.get("reason")
+    flt = MessageFilter.parse({k: v for k, v in job.filter.items() if k != "reason"})
     if job.state == BulkJob.State.QUEUED:
         base = flt.queryset(principal)
         if job.kind != BulkJob.Kind.DELETE:
             base = base.filter(status__in=_job_statuses(job.kind))
-        job.total = base.order_by().count()  # once, in the background, for the progress bar
+        # Once, in the background, for the progress bar; a dead-letter group counts its rows.
+        job.total = base.order_by().count() if reason is None else len(_group_ids(principal, flt, reason, None, 10**9))
         job.state = BulkJob.State.RUNNING
         job.save(update_fields=["total", "state"])
     batches = 0
@@ -278,7 +285,10 @@ def bulk_job_run(*, job_id: int, max_batches: int | None = None) -> BulkJob:
                 rows = rows.filter(status__in=_job_statuses(job.kind))
             if job.cursor is not None:
                 rows = rows.filter(id__lt=job.cursor)
-            ids = list(rows.order_by("-id").values_list("id", flat=True)[:BULK_BATCH])
+            if reason is None:
+                ids = list(rows.order_by("-id").values_list("id", flat=True)[:BULK_BATCH])
+            else:
+                ids = _group_ids(principal, flt, reason, job.cursor, BULK_BATCH)
             if not ids:
                 job.state, job.finished_at = BulkJob.State.DONE, timezone.now()
                 job.save(update_fields=["state", "finished_at"])
@@ -298,6 +308,12 @@ def bulk_job_run(*, job_id: int, max_batches: int | None = None) -> BulkJob:
         job.save(update_fields=["state", "error", "finished_at"])
         raise
     return job
+
+
+def _group_ids(principal: Principal, flt: MessageFilter, reason: str, before: int | None, limit: int) -> list[int]:
+    assert flt.topic is not None and flt.group is not None
+    return dead_letter_group_ids(principal=principal, topic=flt.topic, group=flt.group, reason=reason,
+                                 before_id=before, limit=limit)
 
 
 def _job_statuses(kind: str) -> list[str]:

@@ -13,6 +13,7 @@ from mqcenter.core import metrics
 from mqcenter.core.auth import principal_for_token
 from mqcenter.core.errors import Forbidden, MQError, error_response
 from mqcenter.longpoll import parked_pulls
+from mqcenter.queue_metrics import queue_registry
 
 
 @require_GET
@@ -63,4 +64,5 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     except MQError as err:
         return error_response(err.status, err.code, err.message, err.details)
     metrics.waiting_pulls.set(parked_pulls())
-    return HttpResponse(generate_latest(metrics.registry), content_type=CONTENT_TYPE_LATEST)
+    body = generate_latest(metrics.registry) + generate_latest(queue_registry)
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)

@@ -153,17 +153,19 @@ def test_it_turns_a_large_filter_into_a_background_job_with_progress(clients: di
     assert not Message.objects.filter(status=Status.FAIL).exists()
 
 
-def test_it_groups_dead_letters_by_topic_and_reason(clients: dict[str, Client], orders: Topic) -> None:
+def test_it_groups_dead_letters_by_topic_group_and_reason(clients: dict[str, Client], orders: Topic) -> None:
     for _ in range(3):
         add_message("orders", Status.FAIL, log="ValueError: bad sku\nTraceback ...")
     add_message("orders", Status.TIMEOUT, log="lease expired")
     page = clients["viewer"].get("/dead/").content.decode()
     assert "ValueError: bad sku" in page and "lease expired" in page
-    assert re.search(r"ValueError: bad sku</code></td>\s*<td class=\"num\">3<", page)
+    assert re.search(r"ValueError: bad sku</code></td>\s*<td class=\"num dead-count\">3<", page)
     assert "Redrive" not in page.split("<tbody>")[1]  # viewers get no buttons
+    assert "Redrive 3" in clients["operator"].get("/dead/").content.decode()
     assert "Redrive all of orders" in clients["operator"].get("/dead/?topic=orders").content.decode()
     assert "Redrive all of orders" not in clients["viewer"].get("/dead/?topic=orders").content.decode()
-    clients["operator"].post("/dead/redrive/", {"topic": "orders", "reason": "ValueError: bad sku"})
+    clients["operator"].post("/dead/group/redrive/", {"topic": "orders", "group": "billing",
+                                                      "reason": "ValueError: bad sku"})
     assert Message.objects.filter(status=Status.NEW).count() == 3
     assert Message.objects.filter(status=Status.TIMEOUT).count() == 1
 

@@ -34,6 +34,16 @@ READS: list[tuple[str, dict[str, str]]] = [
     ("/schedules/", {"viewer": OK, "outsider": OK, "operator": OK, "admin": OK}),
     ("/schedules/{schedule}/", {"viewer": DENY, "outsider": DENY, "operator": OK, "admin": OK}),
     ("/transactions/", {"viewer": OK, "outsider": OK, "operator": OK, "admin": OK}),
+    ("/dead/group/export/?topic=orders&group=billing&reason=ValueError:+bad+sku",
+     {"viewer": OK, "outsider": OK, "operator": OK, "admin": OK}),
+    ("/charts/series.json?range=24h", {"viewer": OK, "outsider": OK, "operator": OK, "admin": OK}),
+    ("/charts/series.json?topic=orders", {"viewer": OK, "outsider": DENY, "operator": OK, "admin": OK}),
+    ("/topics/orders/groups/billing/", {"viewer": OK, "outsider": DENY, "operator": OK, "admin": OK}),
+    ("/scheduled/", {"viewer": OK, "outsider": OK, "operator": OK, "admin": OK}),
+    ("/retrying/", {"viewer": OK, "outsider": OK, "operator": OK, "admin": OK}),
+    ("/in-flight/", {"viewer": OK, "outsider": OK, "operator": OK, "admin": OK}),
+    ("/maintenance/", {"viewer": OK, "outsider": OK, "operator": OK, "admin": OK}),
+    ("/alarms/", {"viewer": OK, "outsider": OK, "operator": OK, "admin": OK}),
     ("/jobs/", {"viewer": OK, "outsider": OK, "operator": OK, "admin": OK}),
     ("/jobs/{job}/", {"viewer": DENY, "outsider": DENY, "operator": DENY, "admin": OK}),
     ("/topics/", {"viewer": OK, "outsider": OK, "operator": OK, "admin": OK}),
@@ -137,8 +147,12 @@ WRITES: list[tuple[str, Any, dict[str, str], Any]] = [
      SCOPED, lambda w: Message.objects.get(id=w["failed"]).status == Status.NEW),
     ("bulk-filter", lambda w: ("/messages/bulk/", {"action": "delete", "scope": "filter", "topic": "orders"}),
      SCOPED, lambda w: not Message.objects.filter(topic="orders").exists()),
-    ("dead-group", lambda w: ("/dead/redrive/", {"topic": "orders", "reason": "ValueError: bad sku"}),
+    ("dead-group-redrive", lambda w: ("/dead/group/redrive/", {"topic": "orders", "group": "billing",
+                                                               "reason": "ValueError: bad sku"}),
      SCOPED, lambda w: Message.objects.get(id=w["failed"]).status == Status.NEW),
+    ("dead-group-delete", lambda w: ("/dead/group/delete/", {"topic": "orders", "group": "billing",
+                                                             "reason": "ValueError: bad sku"}),
+     SCOPED, lambda w: not Message.objects.filter(id=w["failed"]).exists()),
     ("dead-topic", lambda w: ("/dead/redrive/", {"topic": "orders"}),
      SCOPED, lambda w: Message.objects.get(id=w["failed"]).status == Status.NEW),
     ("add", lambda w: ("/messages/add/", {"topic": "orders", "data": '{"new": true}', "group": "billing"}),
@@ -196,6 +210,8 @@ def test_it_hides_another_business_lines_messages_from_lists(world: dict[str, An
         body = outsider.get(url).content.decode()
         assert "order-42" not in body and "orders" not in body, url
     assert "No messages match." in outsider.get("/messages/?key=order-42").content.decode()
+    export = outsider.get("/dead/group/export/?topic=orders&group=billing&reason=ValueError:+bad+sku")
+    assert b"".join(export.streaming_content) == b""
     body = world["clients"]["viewer"].get("/messages/").content.decode()
     assert "order-42" in body and "salary-7" not in body
     assert "payroll" not in world["clients"]["viewer"].get("/dead/").content.decode()

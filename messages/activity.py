@@ -1,0 +1,72 @@
+"""Reads for the console's activity pages: scheduled (delayed) messages, retrying messages
+and what each consumer is doing now. Each read is bounded by an index range:
+
+- scheduled: per visible (topic, group), the `ix_msg_claim` range status=NEW,
+  effect_time > now, soonest first, at most PER_GROUP rows;
+- retrying: the newest SCAN_BOUND NEW rows (`ix_msg_status` backwards) with attempt > 0;
+- in flight: the RUNNING rows (`ix_msg_status`), at most SCAN_BOUND, grouped by lease owner.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils import timezone
+
+from messages.filters import MessageFilter
+from messages.models import Status
+from mqcenter.core.auth import Principal
+from topics.models import TopicGroup
+
+PER_GROUP = 50
+SCAN_BOUND = 2000
+SHOWN = 200
+_FIELDS = ("id", "topic", "group_name", "key", "attempt", "effect_time", "last_log", "lease_owner",
+           "lease_expires_at", "pulled_at", "update_time")
+
+
+def _visible_groups(principal: Principal) -> list[tuple[str, str]]:
+    rows = TopicGroup.objects.select_related("topic")
+    if principal.biz_ids is not None:
+        rows = rows.filter(topic__biz_id__in=principal.biz_ids)
+    return [(g.topic.name, g.name) for g in rows.order_by("topic__name", "name")[:500]]
+
+
+def messages_scheduled(*, principal: Principal) -> list[dict[str, Any]]:
+    """NEW messages due later, soonest first."""
+    now = timezone.now()
+    out: list[dict[str, Any]] = []
+    for topic, group in _visible_groups(principal):
+        rows = MessageFilter(topic=topic, group=group, status=(Status.NEW,)).queryset(principal)
+        out.extend(rows.filter(effect_time__gt=now).order_by("effect_time").values(*_FIELDS)[:PER_GROUP])
+    out.sort(key=lambda r: r["effect_time"])
+    for row in out:
+        row["due_in"] = (row["effect_time"] - now).total_seconds()
+    return out[:SHOWN]
+
+
+def messages_retrying(*, principal: Principal) -> list[dict[str, Any]]:
+    """NEW messages that were delivered before (attempt > 0), waiting for their next try."""
+    now = timezone.now()
+    rows = MessageFilter(status=(Status.NEW,)).queryset(principal).order_by("-id").values(*_FIELDS)[:SCAN_BOUND]
+    out = [r for r in rows if r["attempt"] > 0]
+    for row in out:
+        row["due_in"] = (row["effect_time"] - now).total_seconds()
+    return out[:SHOWN]
+
+
+def consumers_in_flight(*, principal: Principal) -> list[dict[str, Any]]:
+    """Per lease owner: its leased messages, the oldest lease age and the soonest expiry."""
+    now = timezone.now()
+    rows = MessageFilter(status=(Status.RUNNING,)).queryset(principal).order_by("id").values(*_FIELDS)[:SCAN_BOUND]
+    by_owner: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        leased_at = row["pulled_at"] or row["update_time"]
+        row["lease_age"] = (now - leased_at).total_seconds()
+        entry = by_owner.setdefault(row["lease_owner"] or "(unknown)", {
+            "consumer": row["lease_owner"] or "(unknown)", "messages": [], "oldest_age": 0.0, "expires": None})
+        entry["messages"].append(row)
+        entry["oldest_age"] = max(entry["oldest_age"], row["lease_age"])
+        if row["lease_expires_at"] and (entry["expires"] is None or row["lease_expires_at"] < entry["expires"]):
+            entry["expires"] = row["lease_expires_at"]
+    return sorted(by_owner.values(), key=lambda e: -e["oldest_age"])
