@@ -8,7 +8,7 @@ from django.test import override_settings
 
 from messages.models import BulkJob, Message, Status
 from messages.services import bulk_job_run
-from tests.api.helpers import expect_error, produce, pull
+from tests.support.api import expect_error, produce, pull
 from tests.conftest import Api
 
 
