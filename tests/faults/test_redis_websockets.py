@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -85,12 +87,13 @@ def test_console_live_pages_keep_updating_through_a_redis_outage(redis_server: P
         server.teardown()
 
 
-def subscribe(url: str, token: str, topic: str) -> ClientConnection:
-    socket = connect(ws_url(url, "/ws/v1/consumer"), additional_headers={"Authorization": f"Bearer {token}"})
-    socket.send(json.dumps({"subscribe": [{"topic": topic, "group": "default"}]}))
-    answer: dict[str, Any] = json.loads(socket.recv(timeout=10))
-    assert answer["type"] == "subscribed", answer
-    return socket
+@contextmanager
+def subscribe(url: str, token: str, topic: str) -> Iterator[ClientConnection]:
+    with connect(ws_url(url, "/ws/v1/consumer"), additional_headers={"Authorization": f"Bearer {token}"}) as socket:
+        socket.send(json.dumps({"subscribe": [{"topic": topic, "group": "default"}]}))
+        answer: dict[str, Any] = json.loads(socket.recv(timeout=10))
+        assert answer["type"] == "subscribed", answer
+        yield socket
 
 
 def wake_after_produce(socket: ClientConnection, api: httpx.Client, topic: str, seconds: float) -> float | None:

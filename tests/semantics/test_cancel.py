@@ -8,8 +8,8 @@ from django.test import override_settings
 
 from messages.models import BulkJob, Message, Status
 from messages.services import bulk_job_run
-from tests.support.api import expect_error, produce, pull
 from tests.conftest import Api
+from tests.support.api import expect_error, produce, pull
 
 
 def test_it_cancels_a_new_or_delayed_message_which_is_then_never_delivered(shop_admin_api: Api, consumer_api: Api) -> None:

@@ -12,8 +12,8 @@ from django.db import connection
 from messages.models import Message
 from messages.semantics_models import Schedule
 from messages.services.schedules import schedule_next_tick, schedules_tick
-from tests.support.api import expect_error
 from tests.conftest import Api
+from tests.support.api import expect_error
 
 EVERY_MINUTE = {"name": "ping", "topic": "orders.ping", "data": {"ping": 1}, "cron": "* * * * *", "timezone": "UTC"}
 

@@ -14,9 +14,9 @@ from django.utils import timezone
 from messages.models import Message
 from messages.semantics_models import Transaction
 from messages.services.transactions import transactions_check
-from tests.support.api import expect_error, produce, pull
 from tests.conftest import Api
 from tests.semantics.checkserver import CheckServer
+from tests.support.api import expect_error, produce, pull
 
 
 @pytest.fixture
