@@ -75,7 +75,7 @@ export PYTHONUNBUFFERED=1
 if [ "$fast" = 1 ]; then
   exec .venv/bin/python -m pytest -n 2 -m "not e2e and not browser and not spark" "$@"
 fi
-.venv/bin/python -m pytest -n 2 "$@"
+.venv/bin/python -m pytest -n 2 --dist loadgroup "$@"
 [ $# -eq 0 ] || exit 0  # a chosen subset runs on MariaDB only
 
 say "the core on PostgreSQL"

@@ -129,3 +129,7 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
         for folder, marker in _LANES.items():
             if "tests" in parts and folder in parts[parts.index("tests") + 1:-1]:
                 item.add_marker(getattr(pytest.mark, marker))
+                if marker in ("browser", "spark"):
+                    # One xdist worker each: their Celery workers share a queue, and the Spark
+                    # tests share one generated world per package.
+                    item.add_marker(pytest.mark.xdist_group(marker))
