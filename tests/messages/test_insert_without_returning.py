@@ -18,6 +18,8 @@ pytestmark = pytest.mark.django_db
 
 
 def test_a_produce_without_returning_answers_each_stored_id(monkeypatch: Any) -> None:
+    if connection.vendor != "mysql":
+        pytest.skip("the path of MySQL 8 and TiDB (PostgreSQL and SQLite return ids from one insert)")
     monkeypatch.setattr(type(connection.features), "can_return_rows_from_bulk_insert", False)
     items = [ProduceItem(topic="noreturn", data=f'{{"n": {n}}}', key=f"k{n}") for n in range(5)]
 
