@@ -163,10 +163,6 @@ class WakeupHub:
 
         return stop
 
-    def waiting_count(self) -> int:
-        with self._lock:
-            return sum(len(events) for events in self._waiters.values())
-
     def notify_local(self, pairs: Iterable[Pair], limit: int = WAKE_PER_PAIR) -> None:
         """Wake up to `limit` idle waiters per pair (not all of them: a thousand pulls
         claiming one message at once would be a thundering herd). A pull that comes back full

@@ -29,13 +29,11 @@ from django.utils import timezone
 from messages import sql
 from messages.models import Message, Status, TraceEvent
 from messages.services.retry import retry_delay_seconds
-from messages.services.trace import TraceRow, row_pulls_write, trace_row, trace_write
+from messages.services.trace import LOG_LIMIT, TraceRow, row_pulls_write, trace_row, trace_write
 from mqcenter.core import metrics
 from mqcenter.core.db import retry_on_lock_conflict
 from registry.wakeups import wakeup_hub
 from topics.models import Topic
-
-LOG_LIMIT = 4000
 
 
 def lease_expiry(timeout_seconds: int, now: datetime) -> datetime:
