@@ -56,6 +56,10 @@ class Message(models.Model):
     pulled_at = models.DateTimeField(null=True, blank=True)
     pulled_rank = models.IntegerField(null=True, blank=True)
     pulled_total = models.IntegerField(null=True, blank=True)
+    # The publish this row is a copy of: one random number shared by every group's copy of a
+    # message produced without a group (and by replayed copies of it). A replay takes one
+    # copy per publish. NULL for a point-to-point message (produced to one named group).
+    publish_id = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         db_table = "mq_message"
@@ -134,6 +138,7 @@ class BulkJob(models.Model):
         REQUEUE = "requeue"
         DELETE = "delete"
         CANCEL = "cancel"
+        REPLAY = "replay"  # copies of a topic's history into a new group (messages/services/replay.py)
 
     class State(models.TextChoices):
         QUEUED = "queued"
@@ -226,6 +231,7 @@ class MessageArchive(models.Model):
     pulled_at = models.DateTimeField(null=True, blank=True)
     pulled_rank = models.IntegerField(null=True, blank=True)
     pulled_total = models.IntegerField(null=True, blank=True)
+    publish_id = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         db_table = "mq_message_archive"

@@ -149,14 +149,52 @@ def next_due(topic: str, group: str, now: datetime) -> datetime | None:
     )
 
 
-def lock_group(group_pk: int) -> None:
-    """Lock a group's row for the caller's transaction (serial and sharded claims decide one
-    at a time per group). SQLite has no row locks: its writers queue for the database."""
-    if not connection.features.has_select_for_update:
-        return
+class GroupFlow(NamedTuple):
+    """A group's flow-control columns, read under its row's lock."""
+
+    paused: bool
+    max_in_flight: int | None
+    rate_per_second: float | None
+    rate_tokens: float
+    rate_refilled_at: datetime | None
+    key_concurrency: int
+
+
+def lock_group(group_pk: int) -> GroupFlow | None:
+    """Lock a group's row for the caller's transaction and read its flow control (serial,
+    sharded and flow-controlled claims decide one at a time per group). SQLite has no row
+    locks: its writers queue for the database. None if the group is gone."""
+    table = connection.ops.quote_name("topics_topicgroup")
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT paused, max_in_flight, rate_per_second, rate_tokens, rate_refilled_at, key_concurrency "  # noqa: S608 - a quoted table name
+            f"FROM {table} WHERE id = %s{lock}", [group_pk],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    refilled = row[4]
+    if isinstance(refilled, str):  # SQLite hands back text
+        refilled = datetime.fromisoformat(refilled)
+    if refilled is not None and refilled.tzinfo is None:
+        refilled = refilled.replace(tzinfo=connection.timezone)
+    return GroupFlow(bool(row[0]), row[1], row[2], float(row[3]), refilled, row[5])
+
+
+def spend_tokens(group_pk: int, tokens: float, now: datetime) -> None:
+    """Store a rate-limited group's bucket after a claim (under the claim's group lock)."""
     table = connection.ops.quote_name("topics_topicgroup")
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT id FROM {table} WHERE id = %s FOR UPDATE", [group_pk])  # noqa: S608 - a quoted table name
+        cursor.execute(
+            f"UPDATE {table} SET rate_tokens = %s, rate_refilled_at = %s WHERE id = %s",  # noqa: S608 - a quoted table name
+            [tokens, connection.ops.adapt_datetimefield_value(now), group_pk],
+        )
+
+
+def running_count(topic: str, group: str) -> int:
+    """RUNNING messages of a group (few by design), along `ix_msg_order`."""
+    return Message.objects.filter(topic=topic, group_name=group, status=Status.RUNNING).count()
 
 
 def group_head(topic: str, group: str, status: str) -> Message | None:

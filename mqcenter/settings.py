@@ -261,6 +261,12 @@ MQ_MAX_DATA_BYTES = env_int("MQ_MAX_DATA_BYTES", 256 * 1024)
 MQ_MAX_PULL = env_int("MQ_MAX_PULL", 500)
 MQ_MAX_WAIT_SECONDS = env_int("MQ_MAX_WAIT_SECONDS", 30)
 MQ_AUTO_CREATE_TOPICS = env_bool("MQ_AUTO_CREATE_TOPICS", True)
+# A consumer's first registration or pull for a group the topic lacks subscribes it (start
+# "latest"); off, such a pull or registration answers 404 until the group is created.
+MQ_AUTO_CREATE_GROUPS = env_bool("MQ_AUTO_CREATE_GROUPS", True)
+# A new topic's retries (exponential from 10 s): a lease that expires because the consumer
+# died redelivers the message instead of making it a dead letter.
+MQ_DEFAULT_RETRY_COUNT = env_int("MQ_DEFAULT_RETRY_COUNT", 3)
 # Threads per broker process running Django (under WSGI): every request, and each attempt of
 # a long-poll pull (between attempts a pull waits on the event loop, holding no thread).
 # With the long-poll's claim threads (8), what bounds a process's database connections.

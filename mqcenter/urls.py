@@ -12,6 +12,7 @@ from messages import schedules_api, transactions_api
 from mqcenter.core import ops
 from registry import api as registry_api
 from topics import api as topics_api
+from topics import group_api
 
 api_v1 = [
     path("messages", messages_api.MessagesView.as_view(), name="messages"),
@@ -37,6 +38,9 @@ api_v1 = [
     path("biz/<int:biz_id>", topics_api.BizDetailView.as_view(), name="biz-detail"),
     path("topics", topics_api.TopicListView.as_view(), name="topic-list"),
     path("topics/<str:topic>", topics_api.TopicDetailView.as_view(), name="topic-detail"),
+    path("topics/<str:topic>/groups", group_api.GroupListView.as_view(), name="group-list"),
+    path("topics/<str:topic>/groups/<str:group>", group_api.GroupDetailView.as_view(), name="group-detail"),
+    path("topics/<str:topic>/groups/<str:group>/replay", group_api.GroupReplayView.as_view(), name="group-replay"),
     path("registry/consumers", registry_api.ConsumersView.as_view(), name="registry-consumers"),
     path("registry/consumers/<str:consumer>", registry_api.ConsumerView.as_view(), name="registry-consumer"),
     path("registry/brokers", registry_api.BrokersView.as_view(), name="registry-brokers"),

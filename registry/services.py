@@ -17,7 +17,7 @@ from django.utils import timezone
 from mqcenter.core.auth import Principal
 from mqcenter.core.errors import Forbidden, InvalidRequest
 from registry.models import BrokerNode, ConsumerInstance
-from topics.services import group_ensure, topic_require_biz, topics_for_produce
+from topics.services import group_subscribe, topic_require_biz, topics_for_produce
 
 MISSED_HEARTBEATS = 3
 MAX_SUBSCRIPTIONS = 100
@@ -62,7 +62,7 @@ def consumer_heartbeat(
         )
         modes = {}
         for topic_name, group in subscriptions:
-            modes[(topic_name, group)] = group_ensure(topic=topics[topic_name], name=group).mode
+            modes[(topic_name, group)] = group_subscribe(topic=topics[topic_name], name=group).mode
         wanted = set(subscriptions)
         existing = list(ConsumerInstance.objects.filter(consumer=consumer).only("topic", "group_name"))
         _require_own(principal, {row.topic for row in existing})

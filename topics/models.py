@@ -39,14 +39,19 @@ class DeliveryMode(models.TextChoices):
     SHARDED = "sharded"
 
 
+def default_retry_count() -> int:
+    """A consumer that dies mid-message gets it redelivered unless the topic says otherwise."""
+    return settings.MQ_DEFAULT_RETRY_COUNT
+
+
 class Topic(models.Model):
     name = models.CharField(max_length=200, unique=True, validators=[name_validator])
     biz = models.ForeignKey(Biz, null=True, blank=True, on_delete=models.PROTECT, related_name="topics")
     owner = models.CharField(max_length=200, blank=True)
     description = models.TextField(blank=True)
-    retry_count = models.PositiveIntegerField(default=0)
+    retry_count = models.PositiveIntegerField(default=default_retry_count)
     retry_strategy = models.CharField(
-        max_length=16, choices=RetryStrategy.choices, default=RetryStrategy.FIXED
+        max_length=16, choices=RetryStrategy.choices, default=RetryStrategy.EXPONENTIAL
     )
     retry_interval_seconds = models.PositiveIntegerField(default=10)
     timeout_seconds = models.PositiveIntegerField(default=60)
@@ -65,12 +70,24 @@ class Topic(models.Model):
 
 
 class TopicGroup(models.Model):
-    """A consumer group of a topic; its row is also the lock that orders serial/sharded claims."""
+    """A consumer group of a topic: a subscription. Messages published to the topic (produced
+    without a group) get one copy per group. Its row is also the lock under which serial and
+    sharded claims, and claims of a group with flow control, decide one at a time."""
 
     topic = models.ForeignKey(Topic, on_delete=models.CASCADE, related_name="groups")
     name = models.CharField(max_length=200, validators=[name_validator])
     mode = models.CharField(max_length=16, choices=DeliveryMode.choices, default=DeliveryMode.QUEUE)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Flow control, enforced by the claim under this row's lock (messages/services/flow.py).
+    paused = models.BooleanField(default=False)
+    max_in_flight = models.PositiveIntegerField(null=True, blank=True)  # RUNNING at once; None: no limit
+    rate_per_second = models.FloatField(null=True, blank=True)  # deliveries per second; None: no limit
+    key_concurrency = models.PositiveIntegerField(default=1)  # sharded: messages of one key at once
+    # The rate limit's token bucket: tokens left when last refilled.
+    rate_tokens = models.FloatField(default=0.0)
+    rate_refilled_at = models.DateTimeField(null=True, blank=True)
+    # Written at most every few seconds per broker process (messages/services/claims).
+    last_pull_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["topic_id", "name"]
@@ -78,6 +95,11 @@ class TopicGroup(models.Model):
 
     def __str__(self) -> str:
         return f"{self.topic_id}/{self.name}"
+
+    @property
+    def flow_controlled(self) -> bool:
+        """Whether a queue claim must lock the group row to decide how many it may take."""
+        return self.max_in_flight is not None or self.rate_per_second is not None
 
 
 class ApiToken(models.Model):

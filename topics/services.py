@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -13,6 +16,7 @@ from mqcenter.core.auth import Principal, token_cache, token_generate, validate_
 from mqcenter.core.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from registry.wakeups import wakeup_hub
 from topics.cache import topic_cache
+from topics.locks import lock_topic
 from topics.models import ApiToken, Biz, DeliveryMode, Topic, TopicGroup
 
 DEFAULT_GROUP = "default"
@@ -106,6 +110,8 @@ def topic_update(
         if biz is not None:
             topic.biz = biz
         topic.save()
+        if groups:
+            lock_topic(topic.pk, share=False)  # added groups subscribe from now (topics/locks.py)
         for group in groups or []:
             TopicGroup.objects.update_or_create(
                 topic=topic, name=group["group"], defaults={"mode": group.get("mode", DeliveryMode.QUEUE)}
@@ -182,36 +188,47 @@ def topic_get(name: str) -> Topic:
         raise NotFound(f"Topic {name!r} does not exist.", details={"topic": name}) from exc
 
 
-def group_ensure(*, topic: Topic, name: str) -> TopicGroup:
-    """The group row, added with mode `queue` the first time a message or consumer names it."""
+def group_subscribe(*, topic: Topic, name: str) -> TopicGroup:
+    """The group row, subscribed from `latest` the first time a consumer or a message names
+    it (MQ_AUTO_CREATE_GROUPS); NotFound when groups are not created on demand.
+
+    Created under the topic's exclusive lock, as every group is (topics/locks.py)."""
     group = TopicGroup.objects.filter(topic=topic, name=name).first()
     if group is not None:
         return group
+    if not django_settings.MQ_AUTO_CREATE_GROUPS:
+        raise NotFound(f"Group {name!r} of topic {topic.name!r} does not exist.", details={"group": name})
     try:
         with transaction.atomic():
-            return TopicGroup.objects.create(topic=topic, name=name)
+            lock_topic(topic.pk, share=False)
+            group, _ = TopicGroup.objects.get_or_create(topic=topic, name=name)
+            return group
     except IntegrityError:  # another request added it first
         return TopicGroup.objects.get(topic=topic, name=name)
 
 
 def groups_ensure(*, topic: Topic, names: Iterable[str]) -> None:
-    """Add the groups `names` that a (cached) topic does not list yet, and list them in the
-    cached topic, so the next produce to them costs no look-up."""
+    """Subscribe the groups `names` that a (cached) topic does not list yet, and list them
+    in the cached topic, so the next produce to them costs no look-up."""
     for name in set(names) - topic.group_rows.keys():  # type: ignore[attr-defined]
-        group = group_ensure(topic=topic, name=name)
+        group = group_subscribe(topic=topic, name=name)
         group.topic = topic
         topic.group_rows[name] = group  # type: ignore[attr-defined]
 
 
-def topic_broadcast_groups(topic: Topic) -> list[str]:
-    """Every group of the topic: declared ones plus those consumers registered (added on
-    registration), or `default` for a topic nobody declared a group for.
+# Per process, when each group's `last_pull_at` was last written: at most every few seconds.
+_PULL_SEEN_SECONDS = 5.0
+_pull_seen: dict[int, float] = {}
 
-    Read from the database, not the topic cache: a consumer that registered a moment ago,
-    through any broker process, gets every broadcast produced after its registration.
-    """
-    names = list(TopicGroup.objects.filter(topic=topic).order_by("name").values_list("name", flat=True))
-    return names or [DEFAULT_GROUP]
+
+def pull_seen(group: TopicGroup, now: datetime) -> None:
+    """Note that the group was pulled from (for "last pull" on its page), at most every few
+    seconds per broker process: a pull should not write the group's row each time."""
+    tick = time.monotonic()
+    if tick - _pull_seen.get(group.pk, float("-inf")) < _PULL_SEEN_SECONDS:
+        return
+    _pull_seen[group.pk] = tick
+    TopicGroup.objects.filter(pk=group.pk).update(last_pull_at=now)
 
 
 # --- tokens ------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ class Migration(migrations.Migration):
             name='BulkJob',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('redrive', 'Redrive'), ('requeue', 'Requeue'), ('delete', 'Delete'), ('cancel', 'Cancel')], max_length=16)),
+                ('kind', models.CharField(choices=[('redrive', 'Redrive'), ('requeue', 'Requeue'), ('delete', 'Delete'), ('cancel', 'Cancel'), ('replay', 'Replay')], max_length=16)),
                 ('filter', models.JSONField(default=dict)),
                 ('state', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('done', 'Done'), ('failed', 'Failed')], default='queued', max_length=16)),
                 ('actor', models.CharField(max_length=200)),
@@ -118,6 +118,7 @@ class Migration(migrations.Migration):
                 ('pulled_at', models.DateTimeField(blank=True, null=True)),
                 ('pulled_rank', models.IntegerField(blank=True, null=True)),
                 ('pulled_total', models.IntegerField(blank=True, null=True)),
+                ('publish_id', models.BigIntegerField(blank=True, null=True)),
             ],
             options={
                 'db_table': 'mq_message',
@@ -150,6 +151,7 @@ class Migration(migrations.Migration):
                 ('pulled_at', models.DateTimeField(blank=True, null=True)),
                 ('pulled_rank', models.IntegerField(blank=True, null=True)),
                 ('pulled_total', models.IntegerField(blank=True, null=True)),
+                ('publish_id', models.BigIntegerField(blank=True, null=True)),
             ],
             options={
                 'db_table': 'mq_message_archive',

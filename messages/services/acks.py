@@ -80,6 +80,7 @@ def messages_ack(*, principal: Principal, consumer: str, results: list[AckResult
         traces += lifecycle.fail(failures, expired=False, now=now)
         trace_write(traces)
     lifecycle.wake_after_commit(f.message for f in failures)  # committed, or at the caller's commit
+    lifecycle.wake_freed_slots([*succeeded.values(), *(f.message for f in failures)], topics)
     for outcome in outcomes:
         if "outcome" not in outcome:
             outcome.update(_fail_outcome(messages[outcome["id"]]))

@@ -163,6 +163,19 @@ def wake_after_commit(messages: Iterable[Message]) -> None:
         transaction.on_commit(lambda: wakeup_hub().publish(pairs))
 
 
+def wake_freed_slots(messages: Iterable[Message], topics: dict[str, Topic]) -> None:
+    """Publish a wake hint, once the transaction commits, for the groups with a
+    `max_in_flight` in which these messages stopped running: a slot is free."""
+    pairs = set()
+    for message in messages:
+        topic = topics.get(message.topic)
+        group = topic.group_rows.get(message.group_name) if topic is not None else None  # type: ignore[attr-defined]
+        if group is not None and group.max_in_flight is not None:
+            pairs.add((message.topic, message.group_name))
+    if pairs:
+        transaction.on_commit(lambda: wakeup_hub().publish(pairs))
+
+
 @retry_on_lock_conflict
 def leases_recover(*, limit: int = 500) -> int:
     """Take back messages whose lease expired (see `fail`). Bounded and idempotent; SKIP

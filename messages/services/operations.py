@@ -18,6 +18,7 @@ from django.utils import timezone
 from messages.filters import MessageFilter
 from messages.models import BulkJob, Message, MessageTrace, Status, TraceEvent
 from messages.services.dead_letters import dead_letter_group_ids
+from messages.services.replay import replay_job_run
 from messages.services.trace import trace_row, trace_write
 from mqcenter.celery import app as celery_app
 from mqcenter.core.audit import audit_record
@@ -266,6 +267,8 @@ def bulk_job_run(*, job_id: int, max_batches: int | None = None) -> BulkJob:
     job = BulkJob.objects.get(id=job_id)
     if job.state in (BulkJob.State.DONE, BulkJob.State.FAILED):
         return job
+    if job.kind == BulkJob.Kind.REPLAY:
+        return replay_job_run(job, max_batches=max_batches)
     principal = bulk_job_principal(job)
     reason = job.filter.get("reason")
     flt = MessageFilter.parse({k: v for k, v in job.filter.items() if k != "reason"})

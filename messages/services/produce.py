@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections import Counter
+import secrets
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
@@ -13,6 +14,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from messages import sql
 from messages.models import Message, Status
 from messages.sql import insert_statements, insert_values
 from mqcenter.core import metrics
@@ -20,8 +22,9 @@ from mqcenter.core.auth import Principal
 from mqcenter.core.db import retry_on_lock_conflict
 from mqcenter.core.errors import Forbidden, InvalidRequest
 from registry.wakeups import wakeup_hub
+from topics.locks import lock_topic, subscribed_groups
 from topics.models import Topic
-from topics.services import DEFAULT_GROUP, groups_ensure, topic_broadcast_groups, topics_for_produce
+from topics.services import DEFAULT_GROUP, groups_ensure, topics_for_produce
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +50,7 @@ class ProduceItem:
     retry_count: int | None = None
     timeout_seconds: int | None = None
     dedup_key: str | None = None
-    broadcast: bool = False
+    broadcast: bool = False  # the same as no group: one copy per subscribed group
 
 
 @dataclass(slots=True)  # not frozen, as ProduceItem
@@ -87,11 +90,13 @@ class NewMessage(NamedTuple):
     add_time: datetime
     update_time: datetime
     producer: str
+    publish_id: int | None
 
 
 @retry_on_lock_conflict
 def messages_produce(*, principal: Principal, items: list[ProduceItem]) -> list[ProduceResult]:
-    """Store every item (one copy per group for broadcasts) in one transaction.
+    """Store every item in one transaction: an item naming a group once, for that group; an
+    item without one (a publish) once for every group subscribed to its topic.
 
     Returns only after the commit, so a 201 means the messages are durable. A repeated
     `dedup_key` within (topic, group) returns the stored message with duplicate=True and
@@ -110,46 +115,66 @@ def messages_produce(*, principal: Principal, items: list[ProduceItem]) -> list[
                 f"This token has no produce scope for topic {item.topic!r}.",
                 details={"field": f"messages[{index}].topic", "topic": item.topic},
             )
-    # Topics and groups first, each addition committed on its own: the message transaction
-    # stays short, and an auto-created topic with no messages yet is harmless.
+    # Topics and the groups messages name first, each addition committed on its own: the
+    # message transaction stays short, and an auto-created topic or group with no messages
+    # yet is harmless. A group a message names is subscribed from then on (as a consumer's).
     topics = topics_for_produce(
         principal=principal, names={item.topic for item in items}, auto_create=settings.MQ_AUTO_CREATE_TOPICS
     )
-    targets = [
-        (item, topics[item.topic], topic_broadcast_groups(topics[item.topic]) if item.broadcast
-         else [item.group or DEFAULT_GROUP])
-        for item in items
-    ]
-    for topic in topics.values():
-        groups_ensure(topic=topic, names={g for item, t, groups in targets if t is topic for g in groups})
-    # A produce writes its message rows and nothing else (their "produced" event is the row
-    # itself). One INSERT is atomic and, committed on its own (autocommit), as durable as a
-    # transaction: a batch that fits in one statement skips START TRANSACTION and COMMIT,
-    # two of its three round trips. A bigger batch takes a transaction, so that it is still
-    # stored all or nothing.
-    # Inside a caller's transaction the insert takes a savepoint: a dedup key already stored
-    # fails it, and PostgreSQL would otherwise abort the caller's whole transaction.
+    named: dict[str, set[str]] = defaultdict(set)
+    for item in items:
+        if not _is_publish(item):
+            named[item.topic].add(item.group)  # type: ignore[arg-type]
+    for name, groups in named.items():
+        groups_ensure(topic=topics[name], names=groups)
+    published = {item.topic for item in items if _is_publish(item)}
+    # A batch of named groups that fits in one INSERT is atomic and, committed on its own
+    # (autocommit), as durable as a transaction: it skips START TRANSACTION and COMMIT. A
+    # publish takes a transaction (it reads the groups under the topic's lock), and so does a
+    # bigger batch, so that it is still stored all or nothing.
     one_statement = (
-        insert_statements(sum(len(groups) for _, _, groups in targets), return_ids=True) == 1
+        not published
+        and insert_statements(len(items), return_ids=True) == 1
         and not connection.in_atomic_block
     )
     for attempt in range(DEDUP_RACE_RETRIES + 1):
         try:
-            with contextlib.nullcontext() if one_statement else transaction.atomic():
-                results, woken = _store(principal, targets, look_up_dedup=attempt > 0)
-                # Wake hints only after the commit: no pull may look before the rows are there.
-                transaction.on_commit(lambda pairs=woken: wakeup_hub().publish(pairs))
+            with contextlib.nullcontext() if one_statement else sql.short_transaction():
+                subscribed = {
+                    name: _subscriptions(topics[name]) for name in sorted(published)  # sorted: one lock order
+                }
+                results, woken = _store(principal, items, topics, subscribed, look_up_dedup=attempt > 0)
         except IntegrityError:
             if attempt < DEDUP_RACE_RETRIES:
                 continue
             raise
+        for name, copies_to in subscribed.items():
+            if copies_to == [DEFAULT_GROUP]:  # the topic had no group: `default` keeps its messages
+                groups_ensure(topic=topics[name], names=copies_to)
+        # Wake hints only after the commit: no pull may look before the rows are there.
+        if connection.in_atomic_block:
+            transaction.on_commit(lambda pairs=woken: wakeup_hub().publish(pairs))  # type: ignore[misc]
+        else:
+            wakeup_hub().publish(woken)
         _count(results)
         return results
     raise AssertionError("unreachable")
 
 
+def _is_publish(item: ProduceItem) -> bool:
+    return item.group is None or item.broadcast
+
+
+def _subscriptions(topic: Topic) -> list[str]:
+    """The groups a publish to `topic` is copied to, read under the topic's shared lock; a
+    topic nobody subscribed to keeps its messages in `default`."""
+    lock_topic(topic.pk, share=True)
+    return subscribed_groups(topic.pk) or [DEFAULT_GROUP]
+
+
 def _store(
-    principal: Principal, targets: list[tuple[ProduceItem, Topic, list[str]]], *, look_up_dedup: bool,
+    principal: Principal, items: list[ProduceItem], topics: dict[str, Topic], subscribed: dict[str, list[str]],
+    *, look_up_dedup: bool,
 ) -> tuple[list[ProduceResult], set[tuple[str, str]]]:
     """Insert the batch. No trace row: a message's "produced" event is its row (`producer`,
     `add_time`). Returns the results and the (topic, group) pairs that got messages, to
@@ -157,7 +182,14 @@ def _store(
     (IntegrityError) instead of answering the duplicate."""
     now = timezone.now()
     producer = principal.name[:200]
-    rows = [_message_row(item, topic, group, now, producer) for item, topic, groups in targets for group in groups]
+    rows: list[NewMessage] = []
+    for item in items:
+        topic = topics[item.topic]
+        if _is_publish(item):
+            publish_id = secrets.randbits(63)
+            rows.extend(_message_row(item, topic, group, now, producer, publish_id) for group in subscribed[item.topic])
+        else:
+            rows.append(_message_row(item, topic, item.group, now, producer, None))  # type: ignore[arg-type]
     existing = _existing_by_dedup(rows) if look_up_dedup else {}
     fresh: list[NewMessage] = []  # the rows to insert
     # Per row, in order: the stored duplicate it repeats, or (index in `fresh`, duplicate?).
@@ -192,7 +224,9 @@ def _count(results: list[ProduceResult]) -> None:
         (metrics.duplicates if duplicate else metrics.produced).labels(topic).inc(count)
 
 
-def _message_row(item: ProduceItem, topic: Topic, group: str, now: datetime, producer: str) -> NewMessage:
+def _message_row(
+    item: ProduceItem, topic: Topic, group: str, now: datetime, producer: str, publish_id: int | None,
+) -> NewMessage:
     if item.effect_time is not None:
         effect_time = item.effect_time
     elif item.delay_seconds:
@@ -205,6 +239,7 @@ def _message_row(item: ProduceItem, topic: Topic, group: str, now: datetime, pro
         retry_remaining=topic.retry_count if item.retry_count is None else item.retry_count, attempt=0,
         timeout_seconds=topic.timeout_seconds if item.timeout_seconds is None else item.timeout_seconds,
         dedup_key=item.dedup_key, last_log="", add_time=now, update_time=now, producer=producer,
+        publish_id=publish_id,
     )
 
 

@@ -56,7 +56,7 @@ def test_it_walks_every_page_without_duplicates_or_gaps(admin_api, producer_api,
 def test_it_filters_by_each_field(admin_api, producer_api, consumer_api, orders):
     a, b, c = (e["id"] for e in produce(
         producer_api,
-        {"topic": "orders", "data": {"n": "alpha"}, "key": "k1"},
+        {"topic": "orders", "data": {"n": "alpha"}, "key": "k1", "group": "default"},
         {"topic": "orders", "data": {"n": "beta"}, "group": "g2", "key": "k2"},
         {"topic": "orders.eu", "data": {"n": "gamma"}},
     ))
@@ -258,7 +258,8 @@ def test_it_never_redrives_or_deletes_another_biz_s_messages(producer_api, consu
 
 
 def test_it_counts_by_status_per_topic_and_group(admin_api, producer_api, consumer_api, outsider_api, orders):
-    produce(producer_api, *({"topic": "orders", "data": i} for i in range(3)), {"topic": "orders", "group": "g", "data": 9})
+    produce(producer_api, *({"topic": "orders", "data": i, "group": "default"} for i in range(3)),
+            {"topic": "orders", "group": "g", "data": 9})
     pull(consumer_api, "orders", consumer="c1", max_messages=1)
     response = admin_api.get("/api/v1/stats")
     assert response.status_code == 200

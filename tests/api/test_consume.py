@@ -132,7 +132,8 @@ def test_it_acks_success_and_a_repeat_is_harmless(producer_api, consumer_api):
 
 
 def test_it_answers_one_outcome_per_result_in_order(producer_api, consumer_api):
-    a, b = (e["id"] for e in produce(producer_api, {"topic": "orders", "data": 1}, {"topic": "orders", "data": 2}))
+    a, b = (e["id"] for e in produce(producer_api, {"topic": "orders", "data": 1},
+                                     {"topic": "orders", "data": 2, "retry_count": 0}))
     pull(consumer_api, "orders", consumer="c1", max_messages=2)
     outcomes = ack(consumer_api, "c1", {"id": b, "status": "FAIL"}, {"id": a, "status": "SUCCESS"},
                    {"id": 999999999, "status": "SUCCESS"})
@@ -140,7 +141,7 @@ def test_it_answers_one_outcome_per_result_in_order(producer_api, consumer_api):
 
 
 def test_it_dead_letters_a_failure_without_retries(producer_api, consumer_api):
-    [entry] = produce(producer_api, {"topic": "orders", "data": 1})
+    [entry] = produce(producer_api, {"topic": "orders", "data": 1, "retry_count": 0})
     pull(consumer_api, "orders", consumer="c1")
     assert ack(consumer_api, "c1", {"id": entry["id"], "status": "FAIL", "log": "boom"})[0]["outcome"] == "failed"
     row = Message.objects.get(id=entry["id"])
@@ -244,7 +245,7 @@ def test_it_refuses_an_ack_outside_the_consume_scope(admin_api, producer_api, co
 
 
 def test_a_pull_carries_acks_applies_them_first_and_answers_their_outcomes(producer_api, consumer_api):
-    ids = [e["id"] for e in produce(producer_api, *({"topic": "orders", "data": i} for i in range(3)))]
+    ids = [e["id"] for e in produce(producer_api, *({"topic": "orders", "data": i, "retry_count": 0} for i in range(3)))]
     held = pull(consumer_api, "orders", consumer="c1", max_messages=2)
     response = consumer_api.post("/api/v1/pull", {
         "topic": "orders", "consumer": "c1", "max_messages": 10,

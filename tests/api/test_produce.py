@@ -123,8 +123,8 @@ def test_it_returns_the_stored_message_for_a_repeated_dedup_key(producer_api):
 def test_it_dedups_within_one_batch_and_per_group(producer_api):
     entries = produce(
         producer_api,
-        {"topic": "orders", "data": 1, "dedup_key": "k"},
-        {"topic": "orders", "data": 2, "dedup_key": "k"},
+        {"topic": "orders", "data": 1, "dedup_key": "k", "group": "default"},
+        {"topic": "orders", "data": 2, "dedup_key": "k", "group": "default"},
         {"topic": "orders", "data": 3, "dedup_key": "k", "group": "other"},
     )
     assert [e["duplicate"] for e in entries] == [False, True, False]
@@ -219,7 +219,7 @@ def test_it_takes_topic_defaults_unless_the_message_overrides_them(admin_api, pr
 def test_it_auto_creates_an_unknown_topic_owned_by_the_token_biz(producer_api, shop):
     produce(producer_api, {"topic": "orders.new", "data": 1, "group": "g1"})
     topic = Topic.objects.get(name="orders.new")
-    assert topic.biz_id == shop.id and topic.retry_count == 0 and topic.timeout_seconds == 60
+    assert topic.biz_id == shop.id and topic.retry_count == 3 and topic.timeout_seconds == 60
     assert TopicGroup.objects.get(topic=topic, name="g1").mode == "queue"
 
 

@@ -217,6 +217,7 @@ def test_it_takes_an_unacked_message_back_after_its_lease_and_answers_the_late_a
 
 
 def test_it_makes_an_expired_message_a_timeout_dead_letter_when_no_retry_is_left() -> None:
+    Topic.objects.create(name="once", retry_count=0)
     [message_id] = produce("once", 1)
     messages_claim(principal=BROKER, topic="once", group="default", consumer="gone", max_messages=1)
     lease_ends(message_id)

@@ -72,6 +72,12 @@ def samples(world: dict[str, Any]) -> dict[tuple[str, str], Sample]:
         ("api:topic-detail", "GET"): Sample("topic"),
         ("api:topic-detail", "PATCH"): Sample("admin", {"paused": True}),
         ("api:topic-detail", "DELETE"): Sample("admin"),
+        ("api:group-list", "GET"): Sample("topic"),
+        ("api:group-list", "POST"): Sample("admin", {"group": "probe", "start": "earliest"}),
+        ("api:group-detail", "GET"): Sample("topic"),
+        ("api:group-detail", "PATCH"): Sample("admin", {"paused": True}),
+        ("api:group-detail", "DELETE"): Sample("admin"),
+        ("api:group-replay", "POST"): Sample("admin", {"since": "2020-01-01T00:00:00Z"}),
         ("api:registry-consumers", "POST"): Sample("consume", {"consumer": "probe", "subscriptions": [{"topic": "orders"}]}),
         ("api:registry-consumers", "GET"): Sample("any", params={"topic": "orders"}, filtered=True),
         ("api:registry-consumer", "DELETE"): Sample("consume"),
@@ -109,7 +115,7 @@ def world(admin_api: Api, shop: Biz, other_biz: Biz) -> dict[str, Any]:
     return {
         "running": running, "dead": dead,
         "path": {"message_id": str(running), "job_id": str(job.id), "biz_id": str(shop.id),
-                 "topic": "orders", "consumer": "shophost:1:c1", "transaction_id": txn.id,
+                 "topic": "orders", "group": "default", "consumer": "shophost:1:c1", "transaction_id": txn.id,
                  "schedule_id": str(schedule.id)},
         "shop": shop,
     }

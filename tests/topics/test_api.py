@@ -85,7 +85,8 @@ def test_it_round_trips_every_topic_setting(admin_api, shop):
 
 def test_it_applies_topic_defaults(admin_api):
     body = admin_api.post("/api/v1/topics", {"topic": "orders"}).json()
-    assert (body["retry_count"], body["timeout_seconds"], body["retention_days"], body["paused"]) == (0, 60, 7, False)
+    assert (body["retry_count"], body["retry_strategy"], body["retry_interval_seconds"]) == (3, "exponential", 10)
+    assert (body["timeout_seconds"], body["retention_days"], body["paused"]) == (60, 7, False)
 
 
 @pytest.mark.parametrize(("field", "value"), [

@@ -5,6 +5,8 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
+import topics.models
+
 
 class Migration(migrations.Migration):
 
@@ -54,8 +56,8 @@ class Migration(migrations.Migration):
                 ('name', models.CharField(max_length=200, unique=True, validators=[django.core.validators.RegexValidator('^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$', 'Use letters, digits and _.:- (1-200 chars).')])),
                 ('owner', models.CharField(blank=True, max_length=200)),
                 ('description', models.TextField(blank=True)),
-                ('retry_count', models.PositiveIntegerField(default=0)),
-                ('retry_strategy', models.CharField(choices=[('fixed', 'Fixed'), ('linear', 'Linear'), ('exponential', 'Exponential'), ('random', 'Random')], default='fixed', max_length=16)),
+                ('retry_count', models.PositiveIntegerField(default=topics.models.default_retry_count)),
+                ('retry_strategy', models.CharField(choices=[('fixed', 'Fixed'), ('linear', 'Linear'), ('exponential', 'Exponential'), ('random', 'Random')], default='exponential', max_length=16)),
                 ('retry_interval_seconds', models.PositiveIntegerField(default=10)),
                 ('timeout_seconds', models.PositiveIntegerField(default=60)),
                 ('retention_days', models.PositiveIntegerField(default=7)),
@@ -77,6 +79,13 @@ class Migration(migrations.Migration):
                 ('name', models.CharField(max_length=200, validators=[django.core.validators.RegexValidator('^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$', 'Use letters, digits and _.:- (1-200 chars).')])),
                 ('mode', models.CharField(choices=[('queue', 'Queue'), ('serial', 'Serial'), ('sharded', 'Sharded')], default='queue', max_length=16)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('paused', models.BooleanField(default=False)),
+                ('max_in_flight', models.PositiveIntegerField(blank=True, null=True)),
+                ('rate_per_second', models.FloatField(blank=True, null=True)),
+                ('key_concurrency', models.PositiveIntegerField(default=1)),
+                ('rate_tokens', models.FloatField(default=0.0)),
+                ('rate_refilled_at', models.DateTimeField(blank=True, null=True)),
+                ('last_pull_at', models.DateTimeField(blank=True, null=True)),
                 ('topic', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='groups', to='topics.topic')),
             ],
             options={

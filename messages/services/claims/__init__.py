@@ -10,13 +10,10 @@ Locking (MySQL/MariaDB at READ COMMITTED, PostgreSQL; SQLite serializes writers)
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import NamedTuple
-
 from django.utils import timezone
 
 from messages import sql
-from messages.models import Message
+from messages.services.claims.gate import Claim
 from messages.services.claims.queue import claim_queue
 from messages.services.claims.serial import claim_serial
 from messages.services.claims.sharded import claim_sharded
@@ -24,19 +21,15 @@ from mqcenter.core.auth import Principal
 from registry.services import rank_cache
 from topics.cache import topic_cache
 from topics.models import DeliveryMode
-from topics.services import group_ensure, topic_require_biz
+from topics.services import group_subscribe, pull_seen, topic_require_biz
 
-
-class Claim(NamedTuple):
-    messages: list[Message]
-    # When nothing was claimed: when the group's next delayed message comes due (None if
-    # nothing is delayed), so a waiting pull wakes for it.
-    next_due: datetime | None
+__all__ = ["Claim", "messages_claim"]
 
 
 def messages_claim(*, principal: Principal, topic: str, group: str, consumer: str, max_messages: int) -> Claim:
     """One claim attempt for `consumer`: up to `max_messages` deliverable messages leased to
-    it. Raises Forbidden for a topic of another business line."""
+    it. Raises Forbidden for a topic of another business line, NotFound for a group the
+    topic lacks when groups are not created on demand."""
     topic_row = topic_cache.get(topic)
     if topic_row is None:
         return Claim([], None)  # consumers may start before anyone produced
@@ -45,13 +38,20 @@ def messages_claim(*, principal: Principal, topic: str, group: str, consumer: st
         return Claim([], None)
     topic_group = topic_row.group_rows.get(group)  # type: ignore[attr-defined]
     if topic_group is None:
-        topic_group = group_ensure(topic=topic_row, name=group)
+        topic_group = group_subscribe(topic=topic_row, name=group)
+    if topic_group.paused:
+        return Claim([], None)
     now = timezone.now()
+    pull_seen(topic_group, now)
     rank = rank_cache.rank(consumer, topic, group)
     if topic_group.mode == DeliveryMode.SERIAL:
-        claimed = claim_serial(topic_group.pk, topic, group, consumer=consumer, rank=rank, now=now)
+        claim = claim_serial(topic_group.pk, topic, group, consumer=consumer, rank=rank, now=now)
     elif topic_group.mode == DeliveryMode.SHARDED:
-        claimed = claim_sharded(topic_group.pk, topic, group, consumer=consumer, rank=rank, limit=max_messages, now=now)
+        claim = claim_sharded(topic_group.pk, topic, group, consumer=consumer, rank=rank, limit=max_messages, now=now)
     else:
-        claimed = claim_queue(topic, group, consumer=consumer, rank=rank, limit=max_messages, now=now)
-    return Claim(claimed, None) if claimed else Claim([], sql.next_due(topic, group, now))
+        claim = claim_queue(topic_group.pk, topic, group, consumer=consumer, rank=rank, limit=max_messages, now=now,
+                            gated=topic_group.flow_controlled)
+    if claim.messages:
+        return claim
+    due = sql.next_due(topic, group, now)
+    return Claim([], min(d for d in (due, claim.next_due) if d is not None) if due or claim.next_due else None)

@@ -5,17 +5,24 @@ from __future__ import annotations
 from datetime import datetime
 
 from messages import sql
-from messages.models import Message
 from messages.services import lifecycle
+from messages.services.claims.gate import Claim, gate_open, gate_spend
 from mqcenter.core.db import retry_on_lock_conflict
 
 
 @retry_on_lock_conflict
 def claim_queue(
-    topic: str, group: str, *, consumer: str, rank: tuple[int | None, int | None], limit: int, now: datetime
-) -> list[Message]:
+    group_pk: int, topic: str, group: str, *, consumer: str, rank: tuple[int | None, int | None], limit: int,
+    now: datetime, gated: bool,
+) -> Claim:
     """The group's oldest deliverable messages in (effect_time, id) order, skipping rows
-    other claimers hold."""
+    other claimers hold. `gated`: the group has flow control, decided under its row lock."""
     with sql.short_transaction():
-        rows = sql.claimable_rows(topic, group, now, limit, lock=True)
-        return lifecycle.lease(rows, consumer=consumer, rank=rank, now=now) if rows else []
+        gate = gate_open(group_pk, topic, group, limit=limit, now=now) if gated else None
+        if gate is not None and gate.limit == 0:
+            return Claim([], gate.retry_at)
+        rows = sql.claimable_rows(topic, group, now, gate.limit if gate else limit, lock=True)
+        leased = lifecycle.lease(rows, consumer=consumer, rank=rank, now=now) if rows else []
+        if gate is not None:
+            gate_spend(group_pk, gate, len(leased), now)
+        return Claim(leased, None)

@@ -1,15 +1,18 @@
-"""Sharded mode: messages of one key run one at a time in id order; keys run in parallel
+"""Sharded mode: messages of one key run in id order, at most the group's
+`key_concurrency` of them at once (1: strictly one after another); keys run in parallel
 (messages without a key behave as in queue mode)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
 
-from django.db.models import Min
+from django.db.models import Count, Min
 
 from messages import sql
 from messages.models import Message, Status
 from messages.services import lifecycle
+from messages.services.claims.gate import Claim, gate_open, gate_spend
 from mqcenter.core.db import retry_on_lock_conflict
 
 # Look this many times further down the backlog than asked, for keys that are free.
@@ -20,27 +23,34 @@ SHARD_LOOKAHEAD = 4
 def claim_sharded(
     group_pk: int, topic: str, group: str, *, consumer: str, rank: tuple[int | None, int | None], limit: int,
     now: datetime,
-) -> list[Message]:
-    """Deliverable messages whose key has nothing running and nothing earlier waiting."""
+) -> Claim:
+    """Deliverable messages whose key has a free slot and, one at a time per key, nothing
+    earlier waiting."""
     scope = {"topic": topic, "group_name": group}
     with sql.short_transaction():
-        sql.lock_group(group_pk)
-        candidates = sql.claimable_rows(topic, group, now, limit * SHARD_LOOKAHEAD, lock=False)
+        gate = gate_open(group_pk, topic, group, limit=limit, now=now)
+        if gate.limit == 0:
+            return Claim([], gate.retry_at)
+        per_key = gate.flow.key_concurrency if gate.flow is not None else 1
+        candidates = sql.claimable_rows(topic, group, now, gate.limit * SHARD_LOOKAHEAD, lock=False)
         keys = {m.key for m in candidates if m.key is not None}
-        busy = set(
-            Message.objects.filter(key__in=keys, **scope, status=Status.RUNNING).values_list("key", flat=True)
-        ) if keys else set()
+        running: Counter[str] = Counter(dict(
+            Message.objects.filter(key__in=keys, **scope, status=Status.RUNNING)
+            .values("key").annotate(n=Count("id")).values_list("key", "n")
+        )) if keys else Counter()
         heads = dict(
             Message.objects.filter(key__in=keys, **scope, status=Status.NEW)
             .values("key").annotate(head=Min("id")).values_list("key", "head")
-        ) if keys else {}
+        ) if keys and per_key == 1 else {}
         chosen: list[Message] = []
-        for message in candidates:
+        for message in candidates:  # in (effect_time, id) order
             if message.key is not None:
-                if message.key in busy or heads.get(message.key) != message.id:
+                if running[message.key] >= per_key or (per_key == 1 and heads.get(message.key) != message.id):
                     continue
-                busy.add(message.key)
+                running[message.key] += 1
             chosen.append(message)
-            if len(chosen) == limit:
+            if len(chosen) == gate.limit:
                 break
-        return lifecycle.lease(chosen, consumer=consumer, rank=rank, now=now) if chosen else []
+        leased = lifecycle.lease(chosen, consumer=consumer, rank=rank, now=now) if chosen else []
+        gate_spend(group_pk, gate, len(leased), now)
+        return Claim(leased, None)
