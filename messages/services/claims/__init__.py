@@ -10,6 +10,9 @@ Locking (MySQL/MariaDB at READ COMMITTED, PostgreSQL; SQLite serializes writers)
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from django.conf import settings
 from django.utils import timezone
 
 from messages import sql
@@ -34,14 +37,14 @@ def messages_claim(*, principal: Principal, topic: str, group: str, consumer: st
     if topic_row is None:
         return Claim([], None)  # consumers may start before anyone produced
     topic_require_biz(principal, topic_row)
-    if topic_row.paused:
-        return Claim([], None)
+    now = timezone.now()
     topic_group = topic_row.group_rows.get(group)  # type: ignore[attr-defined]
     if topic_group is None:
         topic_group = group_subscribe(topic=topic_row, name=group)
-    if topic_group.paused:
-        return Claim([], None)
-    now = timezone.now()
+    if topic_row.paused or topic_group.paused:
+        # Look again once this process's view of the topic may have changed: a resume wakes
+        # waiting pulls, but another process's cache may still say paused for that long.
+        return Claim([], now + timedelta(seconds=settings.MQ_TOPIC_CACHE_SECONDS))
     pull_seen(topic_group, now)
     rank = rank_cache.rank(consumer, topic, group)
     if topic_group.mode == DeliveryMode.SERIAL:

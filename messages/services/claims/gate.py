@@ -14,6 +14,8 @@ import math
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
+from django.conf import settings
+
 from messages import sql
 from messages.models import Message
 
@@ -36,8 +38,8 @@ class Gate(NamedTuple):
 def gate_open(group_pk: int, topic: str, group: str, *, limit: int, now: datetime) -> Gate:
     """Lock the group's row (inside the caller's transaction) and apply its flow control."""
     flow = sql.lock_group(group_pk)
-    if flow is None or flow.paused:
-        return Gate(0, flow, None)
+    if flow is None or flow.paused:  # paused since this process cached the group
+        return Gate(0, flow, now + timedelta(seconds=settings.MQ_TOPIC_CACHE_SECONDS))
     if flow.max_in_flight is not None:
         limit = min(limit, flow.max_in_flight - sql.running_count(topic, group))
     if flow.rate_per_second is not None and limit > 0:

@@ -1,0 +1,212 @@
+"""Subscriptions on the real database: publishes copied to every group, groups created from
+latest / earliest / a time (replaying live and archived history), deleted, paused and
+flow-controlled, and the REST doors' answers to bad input."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.test import override_settings
+from django.utils import timezone
+
+from messages.models import BulkJob, Message, MessageArchive, Status
+from messages.services.operations import bulk_job_run
+from tests.support.api import ack, expect_error, produce, pull
+from topics.models import Topic, TopicGroup
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def orders(shop) -> Topic:
+    topic = Topic.objects.create(name="orders", biz=shop)
+    TopicGroup.objects.create(topic=topic, name="billing")
+    TopicGroup.objects.create(topic=topic, name="audit")
+    return topic
+
+
+def copies(topic: str = "orders") -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for group, data in Message.objects.filter(topic=topic).order_by("id").values_list("group_name", "data"):
+        found.setdefault(group, []).append(data)
+    return found
+
+
+def test_it_copies_a_publish_to_every_subscribed_group_with_one_publish_id(producer_api, orders):
+    entries = produce(producer_api, {"topic": "orders", "data": 1}, {"topic": "orders", "data": 2, "group": "billing"})
+    assert [(e["group"], e["duplicate"]) for e in entries] == [("audit", False), ("billing", False), ("billing", False)]
+    assert copies() == {"audit": ["1"], "billing": ["1", "2"]}
+    publish_ids = set(Message.objects.filter(data="1").values_list("publish_id", flat=True))
+    assert len(publish_ids) == 1 and None not in publish_ids
+    assert Message.objects.get(data="2").publish_id is None  # point-to-point
+
+
+def test_broadcast_means_the_same_as_no_group(producer_api, orders):
+    entries = produce(producer_api, {"topic": "orders", "data": 1, "broadcast": True})
+    assert sorted(e["group"] for e in entries) == ["audit", "billing"]
+
+
+def test_a_topic_without_groups_keeps_its_publishes_in_default(producer_api, shop):
+    Topic.objects.create(name="orders.bare", biz=shop)
+    [entry] = produce(producer_api, {"topic": "orders.bare", "data": 1})
+    assert entry["group"] == "default"
+    assert TopicGroup.objects.filter(topic__name="orders.bare", name="default").exists()
+
+
+def test_dedup_keys_hold_per_copy(producer_api, orders):
+    first = produce(producer_api, {"topic": "orders", "data": 1, "dedup_key": "k"})
+    again = produce(producer_api, {"topic": "orders", "data": 1, "dedup_key": "k"})
+    assert [e["duplicate"] for e in again] == [True, True]
+    assert sorted(e["id"] for e in again) == sorted(e["id"] for e in first)
+    assert Message.objects.count() == 2
+
+
+def test_a_group_created_from_latest_gets_only_later_publishes(admin_api, producer_api, orders):
+    produce(producer_api, {"topic": "orders", "data": 1})
+    response = admin_api.post("/api/v1/topics/orders/groups", {"group": "late", "start": "latest"})
+    assert response.status_code == 201, response.content
+    assert response.json()["backlog"] == 0
+    produce(producer_api, {"topic": "orders", "data": 2})
+    assert copies()["late"] == ["2"]
+
+
+def test_a_group_created_from_earliest_replays_live_and_archived_history_once(admin_api, producer_api, orders):
+    ids = [e["id"] for e in produce(producer_api, *({"topic": "orders", "data": n} for n in range(4)))]
+    produce(producer_api, {"topic": "orders", "data": 99, "group": "billing"})  # point-to-point: not replayed
+    # One publish fully archived (both copies), one half archived (audit's copy only).
+    archive = Message.objects.filter(data__in=["0"]) | Message.objects.filter(data="1", group_name="audit")
+    for row in archive:
+        fields = {f.attname: getattr(row, f.attname) for f in Message._meta.concrete_fields}
+        MessageArchive.objects.create(**fields | {"status": Status.SUCCESS, "archived_at": timezone.now()})
+    archive.delete()
+
+    response = admin_api.post("/api/v1/topics/orders/groups", {"group": "replay", "start": "earliest"})
+
+    assert response.status_code == 201, response.content
+    replayed = Message.objects.filter(group_name="replay").order_by("id")
+    assert [m.data for m in replayed] == ["0", "1", "2", "3"]
+    assert all(m.id > max(ids) and m.status == Status.NEW and m.dedup_key is None for m in replayed)
+    originals = {m.headers["mq-replay-of"] for m in replayed}
+    assert len(originals) == 4
+    assert response.json()["backlog"] == 4
+    # A later publish reaches it once, as every group.
+    produce(producer_api, {"topic": "orders", "data": 5})
+    assert copies()["replay"] == ["0", "1", "2", "3", "5"]
+
+
+def test_a_group_created_from_a_time_replays_publishes_since_then(admin_api, producer_api, orders):
+    produce(producer_api, {"topic": "orders", "data": 1})
+    Message.objects.update(add_time=timezone.now() - timedelta(hours=2))
+    produce(producer_api, {"topic": "orders", "data": 2})
+    since = (timezone.now() - timedelta(hours=1)).isoformat()
+    assert admin_api.post("/api/v1/topics/orders/groups", {"group": "recent", "start": since}).status_code == 201
+    assert copies()["recent"] == ["2"]
+
+
+@override_settings(MQ_REDRIVE_SYNC_LIMIT=3)
+def test_a_large_replay_is_a_job_with_progress(admin_api, producer_api, orders):
+    produce(producer_api, *({"topic": "orders", "data": n} for n in range(5)))
+    response = admin_api.post("/api/v1/topics/orders/groups", {"group": "big", "start": "earliest"})
+    assert response.status_code == 202, response.content
+    job = BulkJob.objects.get(id=response.json()["job"])
+    assert job.kind == "replay" and job.total == 10  # copies read: 5 publishes x 2 groups
+    bulk_job_run(job_id=job.id)
+    job.refresh_from_db()
+    assert job.state == "done" and job.processed == 5
+    assert copies()["big"] == [str(n) for n in range(5)]
+
+
+def test_deleting_a_group_removes_its_new_messages_and_stops_its_copies(admin_api, producer_api, consumer_api, orders):
+    produce(producer_api, {"topic": "orders", "data": 1}, {"topic": "orders", "data": 2})
+    [running] = pull(consumer_api, "orders", group="audit", max_messages=1)
+    assert admin_api.delete("/api/v1/topics/orders/groups/audit").status_code == 204
+    assert list(Message.objects.filter(group_name="audit").values_list("id", flat=True)) == [running["id"]]
+    produce(producer_api, {"topic": "orders", "data": 3})
+    assert copies()["billing"] == ["1", "2", "3"]
+    assert ack(consumer_api, "c1", {"id": running["id"], "status": "SUCCESS"})[0]["outcome"] == "success"
+    expect_error(admin_api.get("/api/v1/topics/orders/groups/audit"), 404, "not_found")
+
+
+def test_a_paused_group_answers_empty_until_resumed(admin_api, producer_api, consumer_api, orders):
+    produce(producer_api, {"topic": "orders", "data": 1})
+    assert admin_api.patch("/api/v1/topics/orders/groups/billing", {"paused": True}).json()["paused"] is True
+    assert pull(consumer_api, "orders", group="billing") == []
+    assert len(pull(consumer_api, "orders", group="audit")) == 1  # other groups go on
+    admin_api.patch("/api/v1/topics/orders/groups/billing", {"paused": False})
+    assert len(pull(consumer_api, "orders", group="billing")) == 1
+
+
+def test_max_in_flight_caps_running_messages_of_the_group(admin_api, producer_api, consumer_api, orders):
+    admin_api.patch("/api/v1/topics/orders/groups/billing", {"max_in_flight": 2})
+    produce(producer_api, *({"topic": "orders", "data": n} for n in range(5)))
+    first = pull(consumer_api, "orders", group="billing", consumer="c1", max_messages=10)
+    assert len(first) == 2
+    assert pull(consumer_api, "orders", group="billing", consumer="c2", max_messages=10) == []
+    ack(consumer_api, "c1", {"id": first[0]["id"], "status": "SUCCESS"})
+    assert len(pull(consumer_api, "orders", group="billing", consumer="c2", max_messages=10)) == 1
+
+
+def test_rate_per_second_takes_no_more_than_the_bucket(admin_api, producer_api, consumer_api, orders):
+    admin_api.patch("/api/v1/topics/orders/groups/billing", {"rate_per_second": 30})  # a bucket of 3
+    produce(producer_api, *({"topic": "orders", "data": n} for n in range(10)))
+    assert len(pull(consumer_api, "orders", group="billing", max_messages=10)) == 3
+    TopicGroup.objects.filter(name="billing").update(rate_refilled_at=timezone.now() - timedelta(seconds=1))
+    assert len(pull(consumer_api, "orders", group="billing", max_messages=10)) == 3  # refilled, capped
+
+
+def test_key_concurrency_lets_that_many_of_one_key_run(admin_api, producer_api, consumer_api, orders):
+    admin_api.patch("/api/v1/topics/orders/groups/billing", {"mode": "sharded", "key_concurrency": 2})
+    produce(producer_api, *({"topic": "orders", "data": n, "key": "k", "group": "billing"} for n in range(4)))
+    assert [m["data"] for m in pull(consumer_api, "orders", group="billing", max_messages=10)] == [0, 1]
+    assert pull(consumer_api, "orders", group="billing", consumer="c2", max_messages=10) == []
+
+
+def test_the_group_page_reports_its_state(admin_api, producer_api, consumer_api, orders):
+    produce(producer_api, *({"topic": "orders", "data": n} for n in range(3)))
+    pull(consumer_api, "orders", group="billing", max_messages=1)
+    body = admin_api.get("/api/v1/topics/orders/groups/billing").json()
+    assert (body["backlog"], body["in_flight"], body["dead"]) == (2, 1, 0)
+    assert body["oldest_age_seconds"] >= 0 and body["last_pull_at"] is not None
+    assert {g["group"] for g in consumer_api.get("/api/v1/topics/orders/groups").json()} == {"audit", "billing"}
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"group": "x", "start": "2999-01-01T00:00:00Z"}, "start"),
+    ({"group": "x", "start": "yesterday"}, "start"),
+    ({"group": "x", "rate_per_second": -1}, "rate_per_second"),
+    ({"group": "x", "rate_per_second": 100001}, "rate_per_second"),
+    ({"group": "x", "max_in_flight": 0}, "max_in_flight"),
+    ({"group": "x", "key_concurrency": 0}, "key_concurrency"),
+    ({"group": "x", "mode": "fifo"}, "mode"),
+    ({"group": "x", "colour": "red"}, "colour"),
+    ({"group": "bad name"}, "group"),
+])
+def test_it_refuses_bad_group_settings_and_creates_nothing(admin_api, orders, body, field):
+    expect_error(admin_api.post("/api/v1/topics/orders/groups", body), 400, "invalid_request", field)
+    expect_error(admin_api.patch("/api/v1/topics/orders/groups/billing", {k: v for k, v in body.items()
+                                                                          if k not in ("group", "start")} or {"x": 1}),
+                 400, "invalid_request")
+    assert set(TopicGroup.objects.values_list("name", flat=True)) == {"audit", "billing"}
+    billing = TopicGroup.objects.get(name="billing")
+    assert (billing.mode, billing.max_in_flight, billing.rate_per_second) == ("queue", None, None)
+
+
+def test_unknown_topics_and_groups_are_404_and_a_taken_name_409(admin_api, orders):
+    expect_error(admin_api.post("/api/v1/topics/nope/groups", {"group": "x"}), 404, "not_found")
+    expect_error(admin_api.patch("/api/v1/topics/orders/groups/nope", {"paused": True}), 404, "not_found")
+    expect_error(admin_api.delete("/api/v1/topics/orders/groups/nope"), 404, "not_found")
+    expect_error(admin_api.post("/api/v1/topics/orders/groups", {"group": "billing"}), 409, "conflict")
+
+
+def test_another_business_line_cannot_see_or_change_the_groups(outsider_api, orders):
+    expect_error(outsider_api.get("/api/v1/topics/orders/groups/billing"), 403, "forbidden")
+    expect_error(outsider_api.patch("/api/v1/topics/orders/groups/billing", {"paused": True}), 403, "forbidden")
+    assert TopicGroup.objects.get(name="billing").paused is False
+
+
+@override_settings(MQ_AUTO_CREATE_GROUPS=False)
+def test_without_auto_creation_a_pull_of_an_unknown_group_is_404(consumer_api, orders):
+    response = consumer_api.post("/api/v1/pull", {"topic": "orders", "group": "ghost", "consumer": "c1"})
+    expect_error(response, 404, "not_found")
+    assert not TopicGroup.objects.filter(name="ghost").exists()
