@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-FIGURES = ["baselines", "produce", "e2e", "latency", "backlog", "longpoll", "console", "serving", "soak"]
+FIGURES = ["baselines", "produce", "fanout", "e2e", "latency", "backlog", "longpoll", "console", "serving", "soak"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["MQ_BENCH_SERVING"] = args.serving
 
     # imported after the environment is set: the modules read it at import time
-    from bench import figures, report, serving, soak
+    from bench import fanout, figures, report, serving, soak
     from bench.common import DEFAULT_SERVING, RESULTS_DIR, SCALES, Results
 
     scale = SCALES[args.scale]
@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         "dblimit": lambda: figures.database_limit(scale, results),
         "peers": lambda: figures.peers_figure(scale, results),
         "produce": lambda: figures.produce(scale, results),
+        "fanout": lambda: fanout.fanout(scale, results),
         "e2e": lambda: figures.e2e(scale, results),
         "latency": lambda: figures.latency(scale, results),
         "backlog": lambda: figures.backlog_figure(scale, results),

@@ -5,6 +5,7 @@ Each returns a rate or a list of samples; figures.py decides what to run and how
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -171,8 +172,8 @@ class SdkConsumers:
     """`python -m mqclient run bench.workloads.sdk_consumer` processes."""
 
     def __init__(self, broker: BenchBroker, topic: str, processes: int, mode: str = "noop",
-                 concurrency: int = 4, prefetch: int = 96) -> None:
-        self.env = {**os.environ, "MQ_BROKERS": broker.url, "MQ_TOKEN": broker.token,
+                 concurrency: int = 4, prefetch: int = 96, group: str = "default") -> None:
+        self.env = {**os.environ, "MQ_BROKERS": broker.url, "MQ_TOKEN": broker.token, "BENCH_GROUP": group,
                     "MQ_LOG_LEVEL": "WARNING", "MQ_LOG_FORMAT": "text",
                     "BENCH_TOPIC": topic, "BENCH_MODE": mode, "BENCH_REDIS_URL": REDIS_URL,
                     "BENCH_CONCURRENCY": str(concurrency), "BENCH_PREFETCH": str(prefetch),
@@ -245,6 +246,17 @@ def sdk_e2e_rate(broker: BenchBroker, topic: str, messages: int, processes: int 
         handled = max(1, counter() - started_at)
         cpu.update({part: (cpu_seconds(pids) - before[part]) / handled * 1e6 for part, pids in parts.items()})
         return rate
+
+
+def fanout_e2e_rate(broker: BenchBroker, topic: str, groups: list[str], messages: int) -> float:
+    """Copies/s delivered: `messages` published (through the API, so each group gets its
+    copy) and drained by two SDK consumer processes per group."""
+    produce_rate(broker, topic, messages)
+    counter = redis_counter(f"bench:done:{topic}")
+    with contextlib.ExitStack() as stack:
+        for group in groups:
+            stack.enter_context(SdkConsumers(broker, topic, 2, group=group))
+        return drain_rate(counter, messages * len(groups))
 
 
 def sdk_latency(broker: BenchBroker, topic: str, samples: int, gap: float = 0.02) -> list[float]:

@@ -1,6 +1,6 @@
 """The MQ Center consumer the bench runs: `python -m mqclient run bench.workloads.sdk_consumer`.
 
-BENCH_TOPIC names the topic; BENCH_MODE=noop counts handled messages (`counter.py`, the same
+BENCH_TOPIC names the topic (BENCH_GROUP the group); BENCH_MODE=noop counts handled messages (`counter.py`, the same
 bookkeeping the peers' no-op tasks do), BENCH_MODE=latency records
 handler start minus the producer's call start (carried in the message) in a Redis list.
 """
@@ -23,6 +23,7 @@ _handled = handled_counter()
 
 @consumer(
     TOPIC,
+    group=os.environ.get("BENCH_GROUP", "default"),
     concurrency=int(os.environ.get("BENCH_CONCURRENCY", "4")),
     prefetch=int(os.environ.get("BENCH_PREFETCH", "96")),
 )
