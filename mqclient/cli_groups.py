@@ -60,6 +60,7 @@ def _add_limits(parser: argparse.ArgumentParser) -> None:
         "--max-in-flight",
         type=_limit(int),
         default=argparse.SUPPRESS,
+        metavar="N",
         help="RUNNING messages of the group at once ('none' lifts it)",
     )
     parser.add_argument(
@@ -67,12 +68,14 @@ def _add_limits(parser: argparse.ArgumentParser) -> None:
         type=_limit(float),
         default=argparse.SUPPRESS,
         dest="rate_per_second",
+        metavar="N",
         help="deliveries per second ('none' lifts it)",
     )
     parser.add_argument(
         "--key-concurrency",
         type=int,
         default=argparse.SUPPRESS,
+        metavar="N",
         help="sharded mode: messages of one key at once",
     )
 

@@ -11,8 +11,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from messages.models import BulkJob, Message, MessageArchive, Status
-from mqcenter.models import AuditEntry
 from messages.services.operations import bulk_job_run
+from mqcenter.models import AuditEntry
 from tests.support.api import ack, expect_error, produce, pull
 from topics.models import Topic, TopicGroup
 
