@@ -16,7 +16,7 @@ import pytest
 
 from mqclient import Admin, NotFound
 from mqclient.admin import ensure_group
-from tests.mqclient.sdk_e2e import Scenario, read_events, wait_until
+from tests.mqclient.sdk_e2e import Scenario, read_events, spawn, statuses, wait_until
 from tests.support.server import ROOT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -212,3 +212,52 @@ def test_it_delivers_the_history_and_the_stream_to_a_consumer_started_from_earli
         m for m in scenario.admin.messages(scenario.topic, group="history") if m["data"]["n"] < 5
     ]
     assert len(replayed) == 5 and all("mq-replay-of" in m["headers"] for m in replayed)
+
+
+def test_it_runs_the_example_app_with_every_order_published_to_both_groups(
+    scenario: Scenario,
+) -> None:
+    """examples/README.md, as a user runs it: the consumers, then the producer."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MQ_")}
+    env.update(
+        {
+            "MQ_BROKERS": ",".join(scenario.brokers),
+            "MQ_TOKEN": scenario.cluster.token,
+            "MQ_WAIT_SECONDS": "3",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    command = [sys.executable, "-m", "mqclient", "run", "examples.consumers"]
+    scenario.consumers.append(spawn("examples", command, env, scenario.cluster.workdir))
+    wait_until(
+        lambda: {c["group"] for c in scenario.admin.consumers("orders")} == {"billing", "audit"},
+        30,
+        "the example's two groups to register",
+    )
+    produced = subprocess.run(
+        [sys.executable, "-m", "examples.producer", "5"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert produced.returncode == 0, produced.stderr
+    first = produced.stdout.splitlines()[0]
+    assert (
+        first.startswith("order 1 stored for each group")
+        and "billing" in first
+        and "audit" in first
+    )
+    assert "batched 5 orders: 10 copies stored" in produced.stdout
+
+    wait_until(
+        lambda: statuses(scenario.admin.messages("orders")) == {"SUCCESS": 13},
+        60,
+        "13 copies acked",
+    )
+    delivered = Counter((m["group"], m["data"]["id"]) for m in scenario.admin.messages("orders"))
+    publishes = [1, 100, 101, 102, 103, 104]
+    assert delivered == Counter(
+        [(g, n) for g in ("billing", "audit") for n in publishes] + [("billing", 2)]
+    )
