@@ -261,3 +261,18 @@ def test_it_runs_the_example_app_with_every_order_published_to_both_groups(
     assert delivered == Counter(
         [(g, n) for g in ("billing", "audit") for n in publishes] + [("billing", 2)]
     )
+
+
+def test_it_exits_without_consuming_when_its_start_group_cannot_be_created(
+    scenario: Scenario,
+) -> None:
+    _subscribe(scenario, "billing")
+    consume_only = scenario.cluster.server.manage(
+        "createtoken", "--scope", f"consume:{scenario.topic}"
+    ).strip()
+    proc = scenario.consumer("denied", groups="history", start="earliest", MQ_TOKEN=consume_only)
+    assert proc.wait(60) == 2
+    assert "could not create group history" in proc.output()
+    groups = scenario.admin.request("GET", f"/api/v1/topics/{scenario.topic}/groups")
+    assert [g["group"] for g in groups] == ["billing"]  # not created from latest by a pull
+    assert scenario.admin.consumers(scenario.topic) == []
