@@ -9,9 +9,9 @@
 
 Every call is one REST call of API.md "Subscriptions" and returns the broker's answer (a
 group's state as a dict). Changing a group takes an ``admin`` token; reading one takes any
-scope on its topic. Errors are the SDK's typed :class:`~mqclient.errors.APIError`\\ s: an
-unknown topic or group raises ``NotFound``, a taken name ``Conflict``, a bad setting
-``InvalidRequest`` naming the field in ``.field``.
+scope on its topic. Errors are the SDK's typed ones (:class:`~mqclient.errors.APIError`
+subclasses): an unknown topic or group raises ``NotFound``, a taken name ``Conflict``, a bad
+setting ``InvalidRequest`` naming the field in ``.field``.
 """
 
 from __future__ import annotations

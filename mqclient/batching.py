@@ -120,8 +120,9 @@ class BatchingProducer:
         """Queue one message; the future resolves to its receipt once the broker committed.
 
         A publish (no ``group``) resolves to a receipt listing every copy (``copies``,
-        ``ids``). ``callback(receipt, error)`` is called from a sender thread when the fate is known. Blocks while the buffer
-        is full; raises :class:`BufferFull` after ``block_timeout`` seconds.
+        ``ids``). ``callback(receipt, error)`` is called from a sender thread when the fate is
+        known. Blocks while the buffer is full; raises :class:`BufferFull` after
+        ``block_timeout`` seconds.
         """
         out = build_message(
             topic,
