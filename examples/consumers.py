@@ -2,8 +2,10 @@
 
     MQ_BROKERS=http://127.0.0.1:8000 MQ_TOKEN=... mqclient run examples.consumers
 
-Each handler receives a :class:`mqclient.Message`. Returning acks SUCCESS (a returned string
-becomes the trace log), raising acks FAIL and the topic's retry policy applies, raising
+Two groups subscribe to the topic ``orders``: every order published without a group reaches
+``billing`` and ``audit`` once each. Each handler receives a :class:`mqclient.Message`. Returning acks SUCCESS (a returned string
+becomes the trace log), raising acks FAIL and the topic's retry policy applies (by default 3 retries, 10 s, 20 s and
+40 s later), raising
 :class:`mqclient.Reject` fails the message for good.
 """
 
@@ -30,7 +32,9 @@ def charge(message: Message) -> str:
     return f"charged {order['amount']} for order {order.get('id')} (attempt {message.attempt})"
 
 
-@consumer("orders", group="audit")
+@consumer("orders", group="audit", start="earliest")
 def audit(message: Message) -> None:
-    """A second group on the same topic: it receives its own copy of every broadcast."""
+    """A second group on the same topic: it receives its own copy of every publish. Created
+    from ``earliest`` by the runner (an admin token), it also gets the orders published
+    before it existed; once it exists, restarts do not replay them again."""
     logger.info("audit order %s key=%s headers=%s", message.id, message.key, message.headers)

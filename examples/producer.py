@@ -1,8 +1,8 @@
 """Example producer: ``python -m examples.producer [count]``.
 
-Reads ``MQ_BROKERS`` and ``MQ_TOKEN`` from the environment. Shows the three ways to send:
-one durable call per message, a broadcast to every group, and the background batching mode
-for high rates, whose futures report each message's fate.
+Reads ``MQ_BROKERS`` and ``MQ_TOKEN`` from the environment. Shows a publish that fans out to
+every subscribed group (``billing`` and ``audit``, see consumers.py), a message to one group,
+and the background batching mode for high rates, whose futures report each message's fate.
 """
 
 from __future__ import annotations
@@ -14,20 +14,20 @@ from mqclient import BrokerUnavailable, InvalidRequest, Producer
 
 def main(count: int = 10) -> int:
     with Producer() as producer:
-        # One line: returns after the broker committed the message.
+        # One line, no group: a publish, stored once for every group subscribed to the topic
+        # (billing and audit once their consumers ran), and committed when it returns.
         receipt = producer.produce(
             "orders",
             {"id": 1, "amount": 42},
-            group="billing",
             key="customer-7",
             headers={"source": "example"},
         )
-        print(f"stored order message {receipt.id}")
+        copies = ", ".join(f"{g}: {i}" for g, i in zip(receipt.groups, receipt.ids, strict=True))
+        print(f"order 1 stored for each group ({copies})")
 
-        # A copy for every group of the topic (billing and audit, once their consumers
-        # registered or the topic declares them).
-        copies = producer.broadcast("orders", {"id": 2, "amount": 10})
-        print(f"broadcast stored as {[copy.id for copy in copies]}")
+        # With a group: to that group only.
+        direct = producer.produce("orders", {"id": 2, "amount": 10}, group="billing")
+        print(f"order 2 stored for billing only as {direct.id}")
 
         # A typed error carries the API code; a broker outage raises BrokerUnavailable after
         # the retries, and retrying it later cannot create a duplicate.
@@ -41,12 +41,9 @@ def main(count: int = 10) -> int:
 
         # High rate: batched in the background; every future ends with a receipt or an error.
         with producer.batching(linger=0.01) as batch:
-            futures = [
-                batch.submit("orders", {"id": 100 + n, "amount": n}, group="billing")
-                for n in range(count)
-            ]
-            ids = [future.result().id for future in futures]
-        print(f"batched {len(ids)} orders: {ids[0]}..{ids[-1]}")
+            futures = [batch.submit("orders", {"id": 100 + n, "amount": n}) for n in range(count)]
+            stored = [future.result() for future in futures]
+        print(f"batched {len(stored)} orders: {sum(len(r.ids) for r in stored)} copies stored")
     return 0
 
 

@@ -2,10 +2,12 @@
 
     from mqclient import Producer, consumer, Message
 
-    Producer().produce("orders", {"order": 42})          # MQ_BROKERS / MQ_TOKEN from env
+    Producer().produce("orders", {"order": 42})          # to every subscribed group
 
-    @consumer("orders", group="billing", concurrency=8)
+    @consumer("orders", group="billing", concurrency=8)  # subscribes group billing
     def charge(message: Message) -> None: ...
+
+    Admin().groups.create("orders", "audit", start="earliest")   # MQ_BROKERS / MQ_TOKEN
 
 Run consumers with ``mqclient run myapp.consumers`` (or ``python -m mqclient run ...``).
 The package talks to the brokers over the REST contract only and imports nothing from Django.
@@ -13,6 +15,7 @@ The package talks to the brokers over the REST contract only and imports nothing
 
 from __future__ import annotations
 
+from mqclient.admin import Admin, Groups
 from mqclient.batching import BatchingProducer
 from mqclient.config import ClientConfig
 from mqclient.consumer import ConsumerSpec, consumer
@@ -41,6 +44,7 @@ from mqclient.version import __version__
 
 __all__ = [
     "APIError",
+    "Admin",
     "BatchingProducer",
     "BrokerUnavailable",
     "BufferFull",
@@ -49,6 +53,7 @@ __all__ = [
     "Conflict",
     "ConsumerSpec",
     "Forbidden",
+    "Groups",
     "InvalidRequest",
     "MQClientError",
     "Message",

@@ -119,9 +119,10 @@ class BatchingProducer:
     ) -> Future[ProducedMessage]:
         """Queue one message; the future resolves to its receipt once the broker committed.
 
-        A broadcast's future resolves to the receipt of its first copy. ``callback(receipt,
-        error)`` is called from a sender thread when the fate is known. Blocks while the buffer
-        is full; raises :class:`BufferFull` after ``block_timeout`` seconds.
+        A publish (no ``group``) resolves to a receipt listing every copy (``copies``,
+        ``ids``). ``callback(receipt, error)`` is called from a sender thread when the fate is
+        known. Blocks while the buffer is full; raises :class:`BufferFull` after
+        ``block_timeout`` seconds.
         """
         out = build_message(
             topic,
@@ -198,28 +199,20 @@ class BatchingProducer:
     # ------------------------------------------------------------------ sender threads
 
     def _take_batch(self) -> list[_Pending] | None:
-        """Wait for work, linger briefly for the batch to fill, and take it. ``None`` = stop.
-
-        A broadcast travels alone, so its copies can be told apart from other items' receipts.
-        """
+        """Wait for work, linger briefly for the batch to fill, and take it. ``None`` = stop."""
         with self._cond:
             while not self._queue:
                 if self._closed:
                     return None
                 self._cond.wait()
-            if not self._queue[0].out.broadcast:
-                linger_until = time.monotonic() + self.linger
-                while len(self._queue) < self.max_batch and not self._closed:
-                    remaining = linger_until - time.monotonic()
-                    if remaining <= 0:
-                        break
-                    self._cond.wait(remaining)
-            if not self._queue:
-                return []
-            if self._queue[0].out.broadcast:
-                return [self._queue.popleft()]
+            linger_until = time.monotonic() + self.linger
+            while len(self._queue) < self.max_batch and not self._closed:
+                remaining = linger_until - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(remaining)
             batch: list[_Pending] = []
-            while self._queue and len(batch) < self.max_batch and not self._queue[0].out.broadcast:
+            while self._queue and len(batch) < self.max_batch:
                 batch.append(self._queue.popleft())
             return batch
 
@@ -253,18 +246,14 @@ class BatchingProducer:
                 for pending in batch:
                     self._resolve(pending, error=exc)
                 return
-            stored = receipts(answer, [p.out for p in batch])
-            if len(batch) == 1 and stored:
-                self._resolve(batch[0], result=stored[0])
-            elif len(stored) == len(batch):
-                for pending, receipt in zip(batch, stored, strict=True):
-                    self._resolve(pending, result=receipt)
-            else:
-                error = MQClientError(
-                    f"broker answered {len(stored)} receipts for {len(batch)} messages"
-                )
+            try:
+                stored = receipts(answer, [p.out for p in batch])
+            except MQClientError as exc:
                 for pending in batch:
-                    self._resolve(pending, error=error)
+                    self._resolve(pending, error=exc)
+                return
+            for pending, receipt in zip(batch, stored, strict=True):
+                self._resolve(pending, result=receipt)
             return
 
     def _split_rejected(self, batch: list[_Pending], exc: APIError) -> list[_Pending]:

@@ -1,4 +1,5 @@
-"""Command line: ``mqclient run MODULE...`` runs consumers; ``mqclient produce`` sends one.
+"""Command line: ``mqclient run MODULE...`` runs consumers; ``mqclient produce`` sends one;
+``mqclient groups ...`` manages a topic's groups (see :mod:`mqclient.cli_groups`).
 
 Options override the ``MQ_*`` environment variables (see :mod:`mqclient.config`).
 """
@@ -14,9 +15,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from mqclient import cli_groups
 from mqclient.config import ClientConfig
 from mqclient.consumer import registered_consumers
-from mqclient.errors import MQClientError
+from mqclient.errors import APIError, MQClientError
 from mqclient.logs import configure_logging
 
 
@@ -53,7 +55,10 @@ def _parser() -> argparse.ArgumentParser:
     produce.add_argument("--delay", type=float, help="seconds before it is deliverable")
     produce.add_argument("--dedup-key")
     produce.add_argument("--header", action="append", default=[], metavar="NAME=VALUE")
-    produce.add_argument("--broadcast", action="store_true", help="one copy per group")
+    produce.add_argument(
+        "--broadcast", action="store_true", help="one copy per group (what no --group does)"
+    )
+    cli_groups.add_parser(commands, common)
     return parser
 
 
@@ -96,7 +101,7 @@ def _produce(args: argparse.Namespace) -> int:
     headers = dict(item.split("=", 1) for item in args.header)
     with Producer(brokers=args.brokers, token=args.token) as producer:
         if args.broadcast:
-            receipts = producer.broadcast(
+            copies = producer.broadcast(
                 args.topic,
                 data,
                 key=args.key,
@@ -105,7 +110,7 @@ def _produce(args: argparse.Namespace) -> int:
                 headers=headers,
             )
         else:
-            receipts = [
+            copies = list(
                 producer.produce(
                     args.topic,
                     data,
@@ -114,18 +119,31 @@ def _produce(args: argparse.Namespace) -> int:
                     delay=args.delay,
                     dedup_key=args.dedup_key,
                     headers=headers,
-                )
-            ]
-    for receipt in receipts:
-        print(json.dumps(dataclasses.asdict(receipt)))
+                ).copies
+            )
+    for copy in copies:  # one line per stored message: one per group for a publish
+        fields = dataclasses.asdict(copy)
+        del fields["copies"]
+        print(json.dumps(fields))
     return 0
+
+
+def describe(exc: BaseException) -> str:
+    """One line for an error: the broker's message, its code and the field it names."""
+    if isinstance(exc, APIError):
+        where = f", field {exc.field}" if exc.field else ""
+        return f"{exc.message} ({exc.code}, HTTP {exc.status}{where})"
+    return str(exc)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``mqclient`` console script and ``python -m mqclient``."""
     args = _parser().parse_args(argv)
     try:
-        return _run(args) if args.command == "run" else _produce(args)
-    except MQClientError as exc:
-        print(f"mqclient: {exc}", file=sys.stderr)
-        return 2
+        if args.command == "run":
+            return _run(args)
+        if args.command == "groups":
+            return cli_groups.run(args)
+        return _produce(args)
+    except (MQClientError, cli_groups.UsageError, ValueError) as exc:
+        return cli_groups.fail(describe(exc))

@@ -4,6 +4,13 @@
     def charge(message: Message) -> None:
         ...
 
+The (topic, group) pair is a subscription: every message published to the topic (produced
+without a group) reaches the group once. The group is created by the consumer's first
+registration (the broker's ``MQ_AUTO_CREATE_GROUPS``), from ``latest``: it receives what is
+published from then on. ``start="earliest"`` (or a time) makes the runner create it first,
+through ``POST /api/v1/topics/{topic}/groups``, replaying the retained history into it; a
+group that exists already is used as it is. Creating a group takes an ``admin`` token.
+
 Returning normally acks ``SUCCESS``; raising acks ``FAIL`` with the exception as the trace log
 (retried per the topic's policy); raising :class:`~mqclient.errors.Reject` fails the message
 for good. Decorating does not change the function: it can still be called and unit-tested
@@ -18,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mqclient.admin import Start, start_value
 from mqclient.message import Message
 
 TOPIC_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
@@ -32,7 +40,9 @@ class ConsumerSpec:
     ``group=None`` and ``concurrency=None`` take the runner's defaults (``MQ_GROUP``,
     ``MQ_CONCURRENCY``). ``timeout=None`` enforces each message's own ``timeout_seconds``.
     ``prefetch`` extra messages may be pulled beyond the free slots to hide pull latency
-    (default 0: never hold a message that cannot start).
+    (default 0: never hold a message that cannot start). ``start`` (``"latest"``,
+    ``"earliest"`` or an ISO time), when set, makes the runner create the group from there
+    before it registers (see the module's docstring).
     """
 
     topic: str
@@ -41,6 +51,7 @@ class ConsumerSpec:
     concurrency: int | None = None
     timeout: float | None = None
     prefetch: int = 0
+    start: str | None = None
 
     @property
     def name(self) -> str:
@@ -60,8 +71,13 @@ def consumer(
     concurrency: int | None = None,
     timeout: float | None = None,
     prefetch: int = 0,
+    start: Start | None = None,
 ) -> Callable[[Handler], Handler]:
-    """Register the decorated function as the handler of ``topic`` for ``group``."""
+    """Register the decorated function as the handler of ``topic`` for ``group``.
+
+    ``start`` (``"latest"``, ``"earliest"``, an ISO time or a ``datetime``) creates the group
+    from there before the runner registers, unless the group exists already.
+    """
     if not TOPIC_PATTERN.match(topic):
         raise ValueError(f"invalid topic name {topic!r}")
     if group is not None and not TOPIC_PATTERN.match(group):
@@ -72,6 +88,7 @@ def consumer(
         raise ValueError("timeout must be positive")
     if prefetch < 0:
         raise ValueError("prefetch must not be negative")
+    start_text = None if start is None else start_value(start)
 
     def register(handler: Handler) -> Handler:
         spec = ConsumerSpec(
@@ -81,6 +98,7 @@ def consumer(
             concurrency=concurrency,
             timeout=timeout,
             prefetch=prefetch,
+            start=start_text,
         )
         with _registry_lock:
             _registry.append(spec)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -59,11 +59,17 @@ class Message:
 
 @dataclass(frozen=True)
 class ProducedMessage:
-    """The broker's receipt for one stored message (one per copy for a broadcast).
+    """The broker's receipt for one produced message.
 
-    ``duplicate`` is true when a ``dedup_key`` *you* chose matched a message already stored.
-    When the SDK generated the key itself, a duplicate can only be its own earlier attempt
-    whose answer was lost, so it is reported as not a duplicate: the message was stored once.
+    A message produced with a ``group`` is stored once: ``copies`` holds just that message.
+    A publish (no ``group``) is stored once per group subscribed to the topic: ``copies`` holds
+    every copy, and ``id``, ``group`` and ``status`` are those of the first. ``ids`` and
+    ``groups`` list them all either way.
+
+    ``duplicate`` is true when a ``dedup_key`` *you* chose matched a message already stored
+    (for a publish: every copy did). When the SDK generated the key itself, a duplicate can
+    only be its own earlier attempt whose answer was lost, so it is reported as not a
+    duplicate: the message was stored once.
     """
 
     id: int
@@ -72,11 +78,23 @@ class ProducedMessage:
     status: str = "NEW"
     duplicate: bool = False
     dedup_key: str | None = None
+    copies: tuple[ProducedMessage, ...] = field(default=(), repr=False)
+
+    @property
+    def ids(self) -> list[int]:
+        """The id of every stored copy (one for a point-to-point message)."""
+        return [copy.id for copy in self.copies] if self.copies else [self.id]
+
+    @property
+    def groups(self) -> list[str]:
+        """The group of every stored copy, in the order of ``ids``."""
+        return [copy.group for copy in self.copies] if self.copies else [self.group]
 
     @classmethod
     def from_api(
         cls, item: dict[str, Any], *, dedup_key: str | None, sdk_key: bool
     ) -> ProducedMessage:
+        """Build the receipt of one answer entry (one stored message)."""
         return cls(
             id=int(item["id"]),
             topic=str(item.get("topic", "")),
@@ -85,6 +103,15 @@ class ProducedMessage:
             duplicate=bool(item.get("duplicate")) and not sdk_key,
             dedup_key=dedup_key,
         )
+
+    @classmethod
+    def from_copies(
+        cls, entries: list[dict[str, Any]], *, dedup_key: str | None, sdk_key: bool
+    ) -> ProducedMessage:
+        """The receipt of one produce item from its answer entries (one per stored copy)."""
+        copies = tuple(cls.from_api(e, dedup_key=dedup_key, sdk_key=sdk_key) for e in entries)
+        first = copies[0]
+        return replace(first, duplicate=all(c.duplicate for c in copies), copies=copies)
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from mqclient.errors import MQClientError
 from mqclient.message import ProducedMessage
 
 MAX_BATCH = 1000
@@ -40,7 +42,11 @@ class OutgoingMessage:
     body: dict[str, Any]
     dedup_key: str
     sdk_key: bool  # True when the SDK made the key up (see ProducedMessage.duplicate)
-    broadcast: bool = False
+
+    @property
+    def publish(self) -> bool:
+        """Copied to every subscribed group: no ``group`` given (or ``broadcast``)."""
+        return "group" not in self.body
 
 
 def new_dedup_key() -> str:
@@ -100,9 +106,7 @@ def build_message(
     final_key = new_dedup_key() if sdk_key else dedup_key
     if final_key is not None:
         body["dedup_key"] = final_key
-    return OutgoingMessage(
-        body=body, dedup_key=final_key or "", sdk_key=sdk_key, broadcast=broadcast
-    )
+    return OutgoingMessage(body=body, dedup_key=final_key or "", sdk_key=sdk_key)
 
 
 def message_from_mapping(item: Mapping[str, Any], *, auto_dedup: bool = True) -> OutgoingMessage:
@@ -116,15 +120,54 @@ def message_from_mapping(item: Mapping[str, Any], *, auto_dedup: bool = True) ->
     return build_message(item["topic"], item["data"], auto_dedup=auto_dedup, **fields)
 
 
+class AnswerMismatch(MQClientError):
+    """The broker's answer does not match the messages sent (a broker/SDK version mismatch)."""
+
+
 def receipts(answer: Any, sent: list[OutgoingMessage]) -> list[ProducedMessage]:
-    """Turn a ``201`` answer into receipts; items map back by position, a broadcast item's
-    copies all carry its dedup key (a request holding a broadcast is flattened in order)."""
+    """Turn a ``201`` answer into one receipt per message sent, in order.
+
+    The answer has one entry per stored message, item by item: one for a message with a
+    ``group``, one per subscribed group for a publish. Every publish to a topic in one call is
+    copied to the same groups, so a topic's copy count is its entries, less its point-to-point
+    messages, divided by its publishes; the entries are then consumed in order.
+    """
     entries = list((answer or {}).get("messages") or [])
-    if all(not out.broadcast for out in sent) and len(entries) == len(sent):
-        return [
-            ProducedMessage.from_api(entry, dedup_key=out.dedup_key or None, sdk_key=out.sdk_key)
-            for entry, out in zip(entries, sent, strict=True)
-        ]
-    sdk_key = all(out.sdk_key for out in sent)
-    key = sent[0].dedup_key if len(sent) == 1 else None
-    return [ProducedMessage.from_api(entry, dedup_key=key, sdk_key=sdk_key) for entry in entries]
+    copies = _copies_per_topic(entries, sent)
+    found: list[ProducedMessage] = []
+    position = 0
+    for out in sent:
+        count = copies[_topic_key(out.body["topic"])] if out.publish else 1
+        chunk = entries[position : position + count]
+        position += count
+        found.append(
+            ProducedMessage.from_copies(chunk, dedup_key=out.dedup_key or None, sdk_key=out.sdk_key)
+        )
+    return found
+
+
+def _topic_key(name: Any) -> str:
+    return str(name).casefold()  # topic names compare as the database does
+
+
+def _copies_per_topic(entries: list[dict[str, Any]], sent: list[OutgoingMessage]) -> dict[str, int]:
+    """How many copies each publish to a topic got; AnswerMismatch when the counts do not add up."""
+    stored = Counter(_topic_key(entry.get("topic", "")) for entry in entries)
+    single: Counter[str] = Counter()
+    publishes: Counter[str] = Counter()
+    for out in sent:
+        (publishes if out.publish else single)[_topic_key(out.body["topic"])] += 1
+    copies: dict[str, int] = {}
+    for topic in set(stored) | set(single) | set(publishes):
+        rest = stored[topic] - single[topic]
+        if publishes[topic]:
+            copies[topic], left = divmod(rest, publishes[topic])
+            fits = left == 0 and copies[topic] >= 1
+        else:
+            fits = rest == 0
+        if not fits:
+            raise AnswerMismatch(
+                f"the broker answered {len(entries)} entries, which do not match the "
+                f"{len(sent)} message(s) sent"
+            )
+    return copies

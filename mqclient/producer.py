@@ -26,7 +26,6 @@ from mqclient.transactions import ProducerTransaction
 from mqclient.transport import Transport
 
 
-#: API.md's default limit of messages per produce call.
 class Producer:
     """Send messages to the brokers; every call returns after the broker committed.
 
@@ -77,7 +76,12 @@ class Producer:
         dedup_key: str | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> ProducedMessage:
-        """Store one message and return its receipt (``.id``).
+        """Store one message and return its receipt.
+
+        With ``group``, the message goes to that group only: ``.id`` is the stored message.
+        Without it, the message is a publish, stored once for every group subscribed to the
+        topic (``default`` when there is none): ``.copies`` holds one receipt per copy and
+        ``.ids`` / ``.groups`` list them; ``.id`` is the first copy's.
 
         ``delay`` is seconds, a ``timedelta`` or an absolute ``datetime``; ``timeout`` is the
         message's execution timeout in seconds (its lease derives from it).
@@ -98,7 +102,8 @@ class Producer:
 
     def produce_many(self, messages: Iterable[Mapping[str, Any]]) -> list[ProducedMessage]:
         """Store many messages (dicts with ``produce``'s keyword names) in as few calls as the
-        broker's per-call limit allows.
+        broker's per-call limit allows; returns one receipt per message, in order (a publish's
+        receipt lists its copies, as ``produce``'s does).
 
         Each call is all-or-nothing; past 1,000 messages the list is sent in chunks, and a
         failing chunk raises after the earlier chunks were stored (their dedup keys make
@@ -122,7 +127,8 @@ class Producer:
         dedup_key: str | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> list[ProducedMessage]:
-        """Store one copy for every group of the topic; returns one receipt per copy."""
+        """Store one copy for every group subscribed to the topic (what ``produce`` without
+        ``group`` does); returns one receipt per copy."""
         out = build_message(
             topic,
             data,
@@ -135,14 +141,18 @@ class Producer:
             broadcast=True,
             auto_dedup=self.auto_dedup,
         )
-        return self._send([out])
+        return list(self._send([out])[0].copies)
 
     def transaction(self, *, check_url: str, check_after_seconds: int = 30) -> ProducerTransaction:
         """A transactional produce: messages stored PREPARED, committed when the ``with``
         block ends normally, rolled back when it raises. ``check_url`` is where the broker
         asks about a transaction left open (see :func:`mqclient.transaction_check_app`)."""
-        return ProducerTransaction(self.transport, auto_dedup=self.auto_dedup, check_url=check_url,
-                                   check_after_seconds=check_after_seconds)
+        return ProducerTransaction(
+            self.transport,
+            auto_dedup=self.auto_dedup,
+            check_url=check_url,
+            check_after_seconds=check_after_seconds,
+        )
 
     def cancel(self, message_id: int) -> dict[str, Any]:
         """Withdraw a message not yet delivered (NEW, delayed or PREPARED): it becomes

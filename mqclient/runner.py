@@ -26,6 +26,7 @@ from types import FrameType
 from typing import Any
 
 from mqclient.acker import Acker
+from mqclient.admin import Groups, create_groups
 from mqclient.config import ClientConfig
 from mqclient.consumer import ConsumerSpec
 from mqclient.delivery import Delivery, Result, State
@@ -139,6 +140,11 @@ class Runner:
         """Register, consume until stopped, shut down gracefully. Returns an exit code."""
         if install_signals and threading.current_thread() is threading.main_thread():
             self.install_signal_handlers()
+        # Before registering, which would create these groups from "latest".
+        starts = [(s.topic, s.group, s.spec.start) for s in self.subscriptions if s.spec.start]
+        if not create_groups(Groups(self.transport), starts):
+            self.transport.close()
+            return 2
         try:
             self.heartbeat.beat(
                 deadline=min(10.0, self.config.retry_deadline), should_stop=lambda: self.stopping

@@ -80,8 +80,8 @@ def group_create(
         # Every publish up to here is committed (we hold the topic's lock); later ones copy
         # to this group themselves.
         high_water = Message.objects.aggregate(top=Max("id"))["top"] or 0
-        audit_record(actor=principal.name, action="group.create", target=f"{topic.name}/{name}",
-                     after={"mode": group.mode, "start": str(start), **_limits(group)})
+        audit_record(actor=principal.name, action="group.create", target=group,
+                     after={**_names(topic, name), "mode": group.mode, "start": str(start), **_limits(group)})
     if start == "latest":
         return group, None
     since = start if isinstance(start, datetime) else None
@@ -99,12 +99,12 @@ def group_replay(*, principal: Principal, topic: Topic, name: str, since: dateti
     """Replay the topic's publishes since `since` into an existing group again (the group
     gets those messages a second time: an operator's deliberate re-processing). Returns the
     job id when large, else None."""
-    group_get(principal=principal, topic=topic, name=name)
+    group = group_get(principal=principal, topic=topic, name=name)
     with transaction.atomic():
         lock_topic(topic.pk, share=False)
         high_water = Message.objects.aggregate(top=Max("id"))["top"] or 0
-        audit_record(actor=principal.name, action="group.replay", target=f"{topic.name}/{name}",
-                     after={"since": since.isoformat()})
+        audit_record(actor=principal.name, action="group.replay", target=group,
+                     after={**_names(topic, name), "since": since.isoformat()})
     if replay_estimate(topic=topic.name, since=since, high_water=high_water,
                        limit=settings.MQ_REDRIVE_SYNC_LIMIT) > settings.MQ_REDRIVE_SYNC_LIMIT:
         return _replay_job(principal, topic, name, since, high_water).id
@@ -139,8 +139,8 @@ def group_update(*, principal: Principal, topic: Topic, name: str, changes: dict
         if "rate_per_second" in clean and group.rate_per_second is not None:
             group.rate_tokens, group.rate_refilled_at = bucket_size(group.rate_per_second), timezone.now()
         group.save()
-        audit_record(actor=principal.name, action="group.update", target=f"{topic.name}/{name}",
-                     before=before, after={"mode": group.mode, **_limits(group)})
+        audit_record(actor=principal.name, action="group.update", target=group,
+                     before=before, after={**_names(topic, name), "mode": group.mode, **_limits(group)})
         # A resumed or widened group's waiting pulls need not wait out their fallback.
         transaction.on_commit(lambda: wakeup_hub().publish([(topic.name, name)]))
     return group
@@ -153,8 +153,8 @@ def group_delete(*, principal: Principal, topic: Topic, name: str) -> int:
     group = group_get(principal=principal, topic=topic, name=name)
     with transaction.atomic():
         lock_topic(topic.pk, share=False)
-        audit_record(actor=principal.name, action="group.delete", target=f"{topic.name}/{name}",
-                     before={"mode": group.mode, **_limits(group)})
+        audit_record(actor=principal.name, action="group.delete", target=group,
+                     before={**_names(topic, name), "mode": group.mode, **_limits(group)})
         group.delete()
     removed = 0
     while True:  # bounded batches: a big backlog never holds one long transaction
@@ -185,6 +185,12 @@ def group_status(*, topic: Topic, group: TopicGroup) -> dict[str, Any]:
         "last_pull_at": group.last_pull_at,
         "created_at": group.created_at,
     }
+
+
+def _names(topic: Topic, name: str) -> dict[str, str]:
+    """Who an audit entry is about: the entry's target is the group row (its type and id
+    columns are short), the names go with its details."""
+    return {"topic": topic.name, "group": name}
 
 
 def _limits(group: TopicGroup) -> dict[str, Any]:

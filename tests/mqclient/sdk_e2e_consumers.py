@@ -2,7 +2,8 @@
 (``python -m mqclient run sdk_e2e_consumers``), configured by ``E2E_*`` variables:
 
 ``E2E_TOPIC``; ``E2E_GROUPS`` (comma-separated, one subscription each); ``E2E_CONCURRENCY``;
-``E2E_TIMEOUT`` (the decorator's timeout); ``E2E_PREFETCH``; ``E2E_SLEEP`` (seconds per
+``E2E_TIMEOUT`` (the decorator's timeout); ``E2E_PREFETCH``; ``E2E_START`` (the
+decorator's ``start``: the groups are created from there); ``E2E_SLEEP`` (seconds per
 message) and ``E2E_SLEEP_FIRST`` (seconds on attempt 1 only); ``E2E_EVENTS`` (a file that
 gets one JSON line per handler start and end). A message with key ``reject`` raises Reject.
 """
@@ -61,4 +62,5 @@ for _group in GROUPS:
         concurrency=int(os.environ.get("E2E_CONCURRENCY", "4")),
         timeout=TIMEOUT,
         prefetch=int(os.environ.get("E2E_PREFETCH", "0")),
+        start=os.environ.get("E2E_START") or None,
     )(handle)

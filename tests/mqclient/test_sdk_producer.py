@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from mqclient import BatchingProducer, BrokerUnavailable, BufferFull, InvalidRequest, Producer
-from mqclient.outgoing import build_message
+from mqclient.outgoing import AnswerMismatch, build_message, receipts
 from tests.mqclient.sdk_fakebroker import FakeBroker, free_port
 
 
@@ -191,3 +191,45 @@ def test_batching_reports_an_outage_on_each_future() -> None:
     with pytest.raises(BrokerUnavailable):
         future.result(timeout=10)
     producer.close()
+
+
+def _entries(*pairs: tuple[str, str]) -> dict[str, Any]:
+    return {"messages": [{"id": n, "topic": t, "group": g} for n, (t, g) in enumerate(pairs, 1)]}
+
+
+def test_it_maps_each_publishs_copies_back_to_its_item() -> None:
+    sent = [
+        build_message("orders", 1),  # publish: billing, audit
+        build_message("orders", 2, group="audit"),
+        build_message("stock", 3),  # publish: default
+        build_message("orders", 4),
+    ]
+    answer = _entries(
+        ("orders", "billing"),
+        ("orders", "audit"),
+        ("orders", "audit"),
+        ("stock", "default"),
+        ("orders", "billing"),
+        ("orders", "audit"),
+    )
+    found = receipts(answer, sent)
+    assert [(r.ids, r.groups) for r in found] == [
+        ([1, 2], ["billing", "audit"]),
+        ([3], ["audit"]),
+        ([4], ["default"]),
+        ([5, 6], ["billing", "audit"]),
+    ]
+    assert (found[0].id, found[1].id) == (1, 3)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        _entries(("orders", "billing"), ("orders", "audit"), ("orders", "x")),  # 3 copies for 2
+        _entries(("orders", "billing")),  # fewer entries than messages
+        _entries(("orders", "billing"), ("other", "billing")),  # a topic not sent
+    ],
+)
+def test_it_refuses_an_answer_that_does_not_match_what_was_sent(answer: dict[str, Any]) -> None:
+    with pytest.raises(AnswerMismatch):
+        receipts(answer, [build_message("orders", 1), build_message("orders", 2)])

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from messages.models import BulkJob, Message, MessageArchive, Status
 from messages.services.operations import bulk_job_run
+from mqcenter.models import AuditEntry
 from tests.support.api import ack, expect_error, produce, pull
 from topics.models import Topic, TopicGroup
 
@@ -210,3 +211,18 @@ def test_without_auto_creation_a_pull_of_an_unknown_group_is_404(consumer_api, o
     response = consumer_api.post("/api/v1/pull", {"topic": "orders", "group": "ghost", "consumer": "c1"})
     expect_error(response, 404, "not_found")
     assert not TopicGroup.objects.filter(name="ghost").exists()
+
+
+def test_it_manages_and_audits_the_groups_of_a_topic_with_a_long_name(admin_api, shop):
+    name = "t" * 100  # with a long group name, more than an audit entry's target columns hold
+    Topic.objects.create(name=name, biz=shop)
+    base = f"/api/v1/topics/{name}/groups"
+    assert admin_api.post(base, {"group": "g" * 100, "start": "earliest"}).status_code == 201
+    assert admin_api.patch(f"{base}/{'g' * 100}", {"paused": True}).status_code == 200
+    since = (timezone.now() - timedelta(minutes=1)).isoformat()
+    assert admin_api.post(f"{base}/{'g' * 100}/replay", {"since": since}).status_code == 200
+    assert admin_api.delete(f"{base}/{'g' * 100}").status_code == 204
+    entries = AuditEntry.objects.filter(action__startswith="group.").order_by("id")
+    assert [e.action for e in entries] == ["group.create", "group.update", "group.replay", "group.delete"]
+    assert {((e.after or e.before)["topic"], (e.after or e.before)["group"]) for e in entries} == {(name, "g" * 100)}
+    assert {e.target_type for e in entries} == {"TopicGroup"}
