@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from messages.models import Message, Status
+from messages.models import BulkJob, Message, Status
 from messages.services.produce import ProduceItem, messages_produce
 from mqcenter.core.auth import Principal
 from mqcenter.models import AuditEntry
@@ -374,6 +374,21 @@ def test_it_creates_a_group_from_earliest_with_the_topics_history(
     assert Message.objects.filter(topic="orders", group_name="late").count() == 2
 
 
+def test_it_opens_the_job_page_when_a_replay_is_large(
+    cast: dict[str, Client], orders: Topic, settings: Any
+) -> None:
+    settings.MQ_REDRIVE_SYNC_LIMIT = 2
+    publish(3)
+    response = cast["shop_admin"].post(
+        "/topics/orders/groups/+new/", {"group": "late", "mode": "queue", "start": "earliest"}
+    )
+    job = BulkJob.objects.get(kind=BulkJob.Kind.REPLAY)
+    assert response.status_code == 303 and response["Location"] == f"/jobs/{job.id}/"
+    assert job.filter["group"] == "late" and job.biz_ids == [orders.biz_id]
+    assert "its replay runs as job" in cast["shop_admin"].get(response["Location"]).content.decode()
+    assert not Message.objects.filter(group_name="late").exists()  # the job copies, not the request
+
+
 def test_it_swaps_in_the_form_for_htmx_and_answers_an_action_with_a_redirect(
     cast: dict[str, Client], orders: Topic
 ) -> None:
@@ -383,6 +398,9 @@ def test_it_swaps_in_the_form_for_htmx_and_answers_an_action_with_a_redirect(
     body = form.content.decode()
     assert form.status_code == 200 and "<html" not in body and body.strip().startswith("<form")
     assert 'name="next" value="/topics/orders/"' in body
+    TopicGroup.objects.filter(pk=billing().pk).update(rate_per_second=12.0)
+    plain = cast["admin"].get(LIMITS_URL).content.decode()  # without JavaScript: a page of its own
+    assert "<html" in plain and 'id="group-limits-form"' in plain and 'value="12"' in plain
     done = cast["admin"].post(
         LIMITS_URL,
         {"mode": "queue", "max_in_flight": "9", "key_concurrency": "1"},
