@@ -11,6 +11,7 @@ from django.utils import timezone
 from messages import selectors as message_selectors
 from mqcenter.core.auth import Principal
 from registry import services as registry_services
+from topics.selectors import groups_unattended
 
 WINDOWS = {"hour": (timedelta(hours=1), 60), "day": (timedelta(days=1), 60 * 24), "week": (timedelta(days=7), 60 * 24 * 7)}
 
@@ -82,10 +83,12 @@ def dashboard_summary(*, principal: Principal, window: str = "hour") -> dict[str
     dead = sorted((e for e in stats if e["dead"]), key=lambda e: -e["dead"])[:10]
     consumers = registry_services.consumers_online(principal=principal)
     window = window if window in WINDOWS else "hour"
+    unattended = groups_unattended(principal=principal)
     return {
         "totals": totals, "as_of": as_of, "backlogs": backlogs, "dead": dead,
         "consumers_online": len({c["consumer"] for c in consumers}), "subscriptions": len(consumers),
         "brokers": registry_services.brokers_online(), "window": window,
+        "unattended": [(g.topic.name, g.name) for g in unattended],
         "chart": dashboard_chart(principal=principal, window=window),
         "now": timezone.now(),
     }

@@ -11,7 +11,27 @@ urlpatterns = [
     # "+" cannot appear in a topic name, so no topic's page can shadow this one.
     path("topics/+new/", views.topic_create, name="topic_create"),
     path("topics/<str:name>/", views.topic_detail, name="topic"),
+    # "+" cannot appear in a group name either.
+    path("topics/<str:name>/groups/+new/", group_views.group_create, name="group_create"),
     path("topics/<str:name>/groups/<str:group>/", group_views.topic_group, name="topic_group"),
+    path(
+        "topics/<str:name>/groups/<str:group>/pause/", group_views.group_pause, name="group_pause"
+    ),
+    path(
+        "topics/<str:name>/groups/<str:group>/limits/",
+        group_views.group_limits,
+        name="group_limits",
+    ),
+    path(
+        "topics/<str:name>/groups/<str:group>/replay/",
+        group_views.group_replay,
+        name="group_replay",
+    ),
+    path(
+        "topics/<str:name>/groups/<str:group>/delete/",
+        group_views.group_delete,
+        name="group_delete",
+    ),
     path("topics/<str:name>/pause/", views.topic_pause, name="topic_pause"),
     path("topics/<str:name>/delete/", views.topic_delete, name="topic_delete"),
     path("biz/", views.biz_list, name="biz_list"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.contrib import messages as flash
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
@@ -15,7 +16,6 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 from rest_framework import serializers as drf_serializers
 
-from messages import selectors as message_selectors
 from messages.services.purge import topic_remove
 from mqcenter.console import htmx_redirect, next_path, render_page
 from mqcenter.core.auth import Principal
@@ -26,6 +26,10 @@ from mqcenter.models import ConsoleRole
 from topics import services
 from topics.api import BizSerializer, TopicSerializer, TopicUpdateSerializer, biz_out
 from topics.models import ApiToken, Biz, DeliveryMode, RetryStrategy, Topic
+from topics.selectors import group_rows
+
+# The group form's starting values (topics/group_views.py).
+NEW_GROUP_FORM = {"group": "", "mode": DeliveryMode.QUEUE, "start": "latest", "start_time": ""}
 
 
 def visible_biz(principal: Principal) -> list[Biz]:
@@ -122,7 +126,7 @@ def topic_form_context(principal: Principal, topic: Topic | None, error: str = "
     return {
         "topic": topic, "error": error, "biz_choices": visible_biz(principal),
         "strategies": RetryStrategy.values, "modes": DeliveryMode.values,
-        "groups": list(topic.groups.all()) if topic else [],
+        "default_retry_count": django_settings.MQ_DEFAULT_RETRY_COUNT,
         "emails": "\n".join(topic.alarm_emails) if topic else "",
         "values": values,
     }
@@ -152,7 +156,8 @@ def topic_create(request: HttpRequest) -> HttpResponse:
 
 @console_view(ConsoleRole.VIEWER)
 def topic_detail(request: HttpRequest, name: str) -> HttpResponse:
-    """Settings (editable by admins) and the topic's per-group counts."""
+    """Settings (editable by admins) and the topic's groups with their state and controls
+    (topics/group_views.py)."""
     topic = topic_for(request.console.principal, name)
     admin = console_principal(request.user, ConsoleRole.ADMIN)
     may_edit = admin is not None and admin.may_biz(topic.biz_id)
@@ -165,15 +170,18 @@ def topic_detail(request: HttpRequest, name: str) -> HttpResponse:
             groups = clean.pop("groups", None)
             services.topic_update(actor=admin.name, topic=topic, settings=clean, biz=biz, groups=groups)
         except (InvalidRequest, Forbidden) as exc:
-            context = topic_form_context(admin, topic, exc.message)
-            context["stats"] = []
+            context = _topic_page_context(admin, topic, may_edit, exc.message)
             return render_page(request, "topics/form.html", context, status=400)
         flash.success(request, f"Saved topic {topic.name}.")
         return htmx_redirect(request, reverse("console:topic", args=[topic.name]))
-    context = topic_form_context(request.console.principal, topic)
-    context["may_edit"] = may_edit
-    context["stats"] = message_selectors.topic_stats(principal=request.console.principal, topic=topic.name)
-    return render_page(request, "topics/form.html", context)
+    return render_page(request, "topics/form.html", _topic_page_context(request.console.principal, topic, may_edit))
+
+
+def _topic_page_context(principal: Principal, topic: Topic, may_edit: bool, error: str = "") -> dict[str, Any]:
+    context = topic_form_context(principal, topic, error)
+    context.update(may_edit=may_edit, group_rows=group_rows(topic=topic),
+                   new_group=dict(NEW_GROUP_FORM))
+    return context
 
 
 @require_POST
