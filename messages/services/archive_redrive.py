@@ -75,6 +75,9 @@ def archive_messages_redrive(
     copies, skipped = _redrive_batch(
         principal, list(rows.order_by("id").values(*COPIED_FIELDS, "topic", "group_name"))
     )
+    if ids is not None:
+        found = {c["replay_of"] for c in copies} | {s["id"] for s in skipped}
+        skipped += [{"id": i, "reason": "not_found"} for i in ids if i not in found]
     return {"count": len(copies), "copies": copies, "skipped": skipped}
 
 

@@ -208,6 +208,7 @@ def test_it_redrives_nothing_of_another_business_line(outsider_api, archived):
     response = outsider_api.post("/api/v1/archive/messages/redrive", {"ids": archived["ids"]})
 
     assert response.status_code == 200 and response.json()["count"] == 0
+    assert response.json()["skipped"] == [{"id": i, "reason": "not_found"} for i in archived["ids"]]
     assert Message.objects.count() == 1
 
 
