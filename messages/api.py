@@ -63,7 +63,7 @@ class MessagesView(APIView):
     def get(self, request: Request) -> Response:
         params = request.query_params.dict()
         cursor = params.pop("cursor", None)
-        limit = _int_param(params.pop("limit", None), "limit", selectors.PAGE_SIZE)
+        limit = int_param(params.pop("limit", None), "limit", selectors.PAGE_SIZE)
         page, next_cursor = selectors.messages_search(
             principal=request.user, filter=MessageFilter.parse(params), cursor=cursor, limit=limit
         )
@@ -170,7 +170,7 @@ class RedriveView(APIView):
         description="Dead letters back to NEW with retries reset; a job id for large filters.",
     )
     def post(self, request: Request) -> Response:
-        ids, flt = _bulk_target(request.data)
+        ids, flt = bulk_target(request.data)
         result = services.messages_requeue(principal=request.user, ids=ids, filter=flt, dead_only=self.dead_only)
         return Response(result, status=status.HTTP_202_ACCEPTED if "job" in result else status.HTTP_200_OK)
 
@@ -197,7 +197,7 @@ class BulkDeleteView(APIView):
         responses={200: BulkResponseSerializer, 202: BulkResponseSerializer, **ERRORS},
     )
     def post(self, request: Request) -> Response:
-        ids, flt = _bulk_target(request.data)
+        ids, flt = bulk_target(request.data)
         result = services.messages_delete(principal=request.user, ids=ids, filter=flt)
         return Response(result, status=status.HTTP_202_ACCEPTED if "job" in result else status.HTTP_200_OK)
 
@@ -224,7 +224,7 @@ class BulkCancelView(APIView):
         description="Cancel the NEW or PREPARED messages among ids or a filter; a job id for large filters.",
     )
     def post(self, request: Request) -> Response:
-        ids, flt = _bulk_target(request.data)
+        ids, flt = bulk_target(request.data)
         result = services.messages_cancel(principal=request.user, ids=ids, filter=flt)
         return Response(result, status=status.HTTP_202_ACCEPTED if "job" in result else status.HTTP_200_OK)
 
@@ -255,7 +255,7 @@ class StatsView(APIView):
         return Response({"stats": selectors.topic_stats(principal=request.user, topic=topic)})
 
 
-def _int_param(value: str | None, field: str, default: int) -> int:
+def int_param(value: str | None, field: str, default: int) -> int:
     if value is None:
         return default
     try:
@@ -290,9 +290,13 @@ def _edit_changes(body: Any) -> dict[str, Any]:
     return changes
 
 
-def _bulk_target(body: Any) -> tuple[list[int] | None, MessageFilter | None]:
+def bulk_target(
+    body: Any, *, filter_class: type[MessageFilter] = MessageFilter, extra: frozenset[str] = frozenset()
+) -> tuple[list[int] | None, MessageFilter | None]:
+    """`{"ids"}` or `{"filter"}` of a bulk request (of `filter_class`); `extra` names the
+    request's other fields, which the caller reads."""
     body = validation.body_object(body)
-    unknown = body.keys() - {"ids", "filter"}
+    unknown = body.keys() - {"ids", "filter"} - extra
     if unknown:
         field = sorted(unknown)[0]
         raise InvalidRequest(f"{field} is not a field of this request.", details={"field": field})
@@ -302,4 +306,4 @@ def _bulk_target(body: Any) -> tuple[list[int] | None, MessageFilter | None]:
         return validation.ids_list(body["ids"]), None
     if not isinstance(body["filter"], dict):
         raise InvalidRequest("filter must be an object.", details={"field": "filter"})
-    return None, MessageFilter.parse(body["filter"], field_prefix="filter.", blank_is_absent=False)
+    return None, filter_class.parse(body["filter"], field_prefix="filter.", blank_is_absent=False)

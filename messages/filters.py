@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from django.db.models import Model, Q, QuerySet
 
-from messages.models import Message, Status
+from messages.models import Message, MessageArchive, Status
 from mqcenter.core.auth import Principal
 from mqcenter.core.dates import parse_iso_datetime
 from mqcenter.core.errors import InvalidRequest
@@ -25,6 +25,8 @@ class MessageFilter:
     added_after: datetime | None = None
     added_before: datetime | None = None
     text: str | None = None  # substring of the payload (scans: combine with other filters)
+
+    TIME_FIELDS: ClassVar[tuple[str, ...]] = ("added_after", "added_before")
 
     @classmethod
     def parse(cls, raw: dict[str, Any], *, field_prefix: str = "", blank_is_absent: bool = True) -> MessageFilter:
@@ -55,7 +57,7 @@ class MessageFilter:
                 values["id"] = int(raw["id"])
             except (TypeError, ValueError) as exc:
                 raise InvalidRequest("id must be an integer.", details={"field": f"{field_prefix}id"}) from exc
-        for name in ("added_after", "added_before"):
+        for name in cls.TIME_FIELDS:
             if raw.get(name) not in (None, ""):
                 parsed = parse_iso_datetime(raw[name])
                 if parsed is None or parsed.tzinfo is None:
@@ -67,7 +69,7 @@ class MessageFilter:
         return cls(**values)
 
     def is_empty(self) -> bool:
-        return self == MessageFilter()
+        return self == type(self)()
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -103,6 +105,25 @@ class MessageFilter:
             # of a business line's rows before the LIMIT (seconds at 1M rows).
             names = list(Topic.objects.filter(biz_id__in=principal.biz_ids).values_list("name", flat=True))
             rows = rows.filter(topic__in=names)
+        return rows
+
+
+@dataclass(frozen=True)
+class ArchiveFilter(MessageFilter):
+    """The archive's filter: the message filter plus when the message finished (its last
+    change, `update_time`: archived messages are all finished)."""
+
+    finished_after: datetime | None = None
+    finished_before: datetime | None = None
+
+    TIME_FIELDS: ClassVar[tuple[str, ...]] = ("added_after", "added_before", "finished_after", "finished_before")
+
+    def queryset(self, principal: Principal, *, model: type[Model] = MessageArchive) -> QuerySet[Any]:
+        rows = super().queryset(principal, model=model)
+        if self.finished_after:
+            rows = rows.filter(update_time__gte=self.finished_after)
+        if self.finished_before:
+            rows = rows.filter(update_time__lt=self.finished_before)
         return rows
 
 

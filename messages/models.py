@@ -102,6 +102,7 @@ class TraceEvent(models.TextChoices):
     ARCHIVED = "archived"
     COMMITTED = "committed"
     CANCELLED = "cancelled"
+    MOVED = "moved"  # to another topic/group: on the original and on its copy
 
 
 class MessageTrace(models.Model):
@@ -139,6 +140,8 @@ class BulkJob(models.Model):
         DELETE = "delete"
         CANCEL = "cancel"
         REPLAY = "replay"  # copies of a topic's history into a new group (messages/services/replay.py)
+        ARCHIVE_REDRIVE = "archive_redrive"  # archived messages copied back (messages/services/archive_redrive.py)
+        MOVE = "move"  # messages moved to another topic/group (messages/services/move.py)
 
     class State(models.TextChoices):
         QUEUED = "queued"

@@ -316,6 +316,63 @@ class BulkResponseSerializer(serializers.Serializer):
     job = serializers.IntegerField(required=False)
 
 
+class ArchivedMessageSerializer(MessageSerializer):
+    archived_at = serializers.DateTimeField()
+
+
+class ArchivedDetailSerializer(ArchivedMessageSerializer):
+    trace = TraceEventSerializer(many=True)
+
+
+class ArchivePageSerializer(serializers.Serializer):
+    messages = ArchivedMessageSerializer(many=True)
+    next_cursor = serializers.CharField(allow_null=True)
+
+
+class ArchiveFilterSerializer(MessageFilterSerializer):
+    finished_after = serializers.DateTimeField(required=False)
+    finished_before = serializers.DateTimeField(required=False)
+
+
+class ArchiveRedriveRequestSerializer(serializers.Serializer):
+    ids = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False, max_length=10000)
+    filter = ArchiveFilterSerializer(required=False)
+
+
+class SkippedSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    reason = serializers.CharField()
+
+
+class ArchiveCopySerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    replay_of = serializers.IntegerField()
+
+
+class ArchiveRedriveResponseSerializer(serializers.Serializer):
+    count = serializers.IntegerField(required=False)
+    copies = ArchiveCopySerializer(many=True, required=False)
+    skipped = SkippedSerializer(many=True, required=False)
+    job = serializers.IntegerField(required=False)
+
+
+class MoveRequestSerializer(BulkRequestSerializer):
+    to_topic = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
+    to_group = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
+
+
+class MovedSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    moved_from = serializers.IntegerField()
+
+
+class MoveResponseSerializer(serializers.Serializer):
+    count = serializers.IntegerField(required=False)
+    moved = MovedSerializer(many=True, required=False)
+    skipped = SkippedSerializer(many=True, required=False)
+    job = serializers.IntegerField(required=False)
+
+
 class JobSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     kind = serializers.CharField()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path
 
-from messages import activity_views, dead_letter_views, schedule_views, views
+from messages import activity_views, archive_views, dead_letter_views, schedule_views, views
 
 urlpatterns = [
     path("messages/", views.message_list, name="messages"),
@@ -13,6 +13,9 @@ urlpatterns = [
     path("messages/<int:message_id>/", views.message_detail, name="message"),
     path("messages/<int:message_id>/edit/", views.message_edit, name="message_edit"),
     re_path(r"^messages/(?P<message_id>[0-9]+)/(?P<action>redrive|requeue|cancel|delete)/$", views.message_action, name="message_action"),
+    path("archive/", archive_views.archive_list, name="archive"),
+    path("archive/redrive/", archive_views.archive_redrive, name="archive_redrive"),
+    path("archive/<int:message_id>/", archive_views.archive_detail, name="archive_message"),
     path("dead/", dead_letter_views.dead_letters, name="dead_letters"),
     path("dead/redrive/", dead_letter_views.dead_letters_redrive, name="dead_letters_redrive"),
     re_path(r"^dead/group/(?P<action>redrive|delete)/$", dead_letter_views.dead_letter_group_act,

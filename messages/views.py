@@ -15,6 +15,7 @@ from django.views.decorators.http import require_POST
 from messages import selectors, services, validation
 from messages.filters import MessageFilter
 from messages.models import BulkJob, Message, Status
+from messages.services.move import messages_move
 from mqcenter.console import (
     datetime_local,
     htmx_redirect,
@@ -32,21 +33,21 @@ FILTER_FIELDS = ("topic", "group", "status", "key", "id", "added_after", "added_
 STATUS_CHOICES = [("", "any status"), ("NEW", "NEW"), ("RUNNING", "RUNNING"), ("SUCCESS", "SUCCESS"),
                   ("FAIL", "FAIL"), ("TIMEOUT", "TIMEOUT"), ("FAIL,TIMEOUT", "dead (FAIL or TIMEOUT)"),
                   ("PREPARED", "PREPARED"), ("CANCELLED", "CANCELLED")]
-BULK_ACTIONS = {"redrive", "requeue", "delete", "cancel"}
+BULK_ACTIONS = {"redrive", "requeue", "delete", "cancel", "move"}
 
 
-def filter_params(source: Any) -> dict[str, str]:
+def filter_params(source: Any, names: tuple[str, ...] = FILTER_FIELDS) -> dict[str, str]:
     """The filter fields present in a query string or form, as text."""
-    return {name: source.get(name, "").strip() for name in FILTER_FIELDS if source.get(name, "").strip()}
+    return {name: source.get(name, "").strip() for name in names if source.get(name, "").strip()}
 
 
-def filter_parse(params: dict[str, str]) -> MessageFilter:
+def filter_parse(params: dict[str, str], filter_class: type[MessageFilter] = MessageFilter) -> MessageFilter:
     raw: dict[str, Any] = dict(params)
-    for name in ("added_after", "added_before"):
+    for name in filter_class.TIME_FIELDS:
         if name in raw:
             moment = moment_from_form(raw[name], name)
             raw[name] = moment.isoformat() if moment else None
-    return MessageFilter.parse(raw)
+    return filter_class.parse(raw)
 
 
 def writable_topics(request: HttpRequest, names: set[str]) -> set[str]:
@@ -85,12 +86,12 @@ def message_list(request: HttpRequest) -> HttpResponse:
         "newest_url": query_string(params) if request.GET.get("cursor") else None,
         "filtered": not flt.is_empty(),
         "may_operate": console_principal(request.user, ConsoleRole.OPERATOR) is not None,
-        "topics": _topic_names(request),
+        "topics": visible_topic_names(request),
     }
     return render_page(request, "messages/list.html", context, partial="results")
 
 
-def _topic_names(request: HttpRequest) -> list[str]:
+def visible_topic_names(request: HttpRequest) -> list[str]:
     rows = Topic.objects.all()
     principal = request.console.principal
     if principal.biz_ids is not None:
@@ -101,19 +102,21 @@ def _topic_names(request: HttpRequest) -> list[str]:
 @require_POST
 @console_view(ConsoleRole.OPERATOR)
 def messages_bulk(request: HttpRequest) -> HttpResponse:
-    """Redrive, requeue or delete the selected messages or everything matching a filter."""
+    """Redrive, requeue, cancel, delete or move the selected messages or everything matching a filter."""
     action = request.POST.get("action", "")
     if action not in BULK_ACTIONS:
-        raise InvalidRequest("Choose redrive, requeue, cancel or delete.", details={"field": "action"})
+        raise InvalidRequest("Choose redrive, requeue, cancel, delete or move.", details={"field": "action"})
     params = filter_params(request.POST)
     principal = request.console.principal
     if request.POST.get("scope") == "filter":
         target: dict[str, Any] = {"filter": filter_parse(params)}
     else:
-        raw_ids = [_int(v) for v in request.POST.getlist("ids")]
+        raw_ids = [id_from_form(v) for v in request.POST.getlist("ids")]
         if not raw_ids:
             raise InvalidRequest("Select at least one message, or act on the whole filter.")
         target = {"ids": validation.ids_list(raw_ids)}
+    if action == "move":
+        return _move(request, target, params)
     if action == "delete":
         result = services.messages_delete(principal=principal, **target)
     elif action == "cancel":
@@ -127,7 +130,19 @@ def messages_bulk(request: HttpRequest) -> HttpResponse:
     return htmx_redirect(request, reverse("console:messages") + query_string(params))
 
 
-def _int(value: str) -> int:
+def _move(request: HttpRequest, target: dict[str, Any], params: dict[str, str]) -> HttpResponse:
+    to_topic = validation.name(request.POST.get("to_topic", "").strip(), "to_topic")
+    to_group = validation.name(request.POST.get("to_group", "").strip(), "to_group")
+    result = messages_move(principal=request.console.principal, to_topic=to_topic, to_group=to_group, **target)
+    if "job" in result:
+        return htmx_redirect(request, reverse("console:job", args=[result["job"]]))
+    skipped = ", ".join(f"{s['id']} ({s['reason']})" for s in result["skipped"][:20])
+    flash.success(request, f"Moved {result['count']} message{'s' if result['count'] != 1 else ''} to {to_topic}/{to_group}."
+                  + (f" Skipped: {skipped}." if skipped else ""))
+    return htmx_redirect(request, reverse("console:messages") + query_string(params))
+
+
+def id_from_form(value: str) -> int:
     try:
         return int(value)
     except ValueError as exc:
@@ -250,7 +265,7 @@ def message_add(request: HttpRequest) -> HttpResponse:
             flash.success(request, f"Added message {first.id} to {first.topic}/{first.group}"
                           + (" (duplicate: the stored message is shown)." if first.duplicate else "."))
             return htmx_redirect(request, reverse("console:message", args=[first.id]))
-    return render_page(request, "messages/add.html", {"form": form, "error": error, "topics": _topic_names(request)},
+    return render_page(request, "messages/add.html", {"form": form, "error": error, "topics": visible_topic_names(request)},
                        status=status)
 
 
@@ -271,8 +286,9 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     percent = 100 if job.state == BulkJob.State.DONE else (
         min(99, int(job.processed * 100 / job.total)) if job.total else 0)
     flat = {k: (",".join(v) if isinstance(v, list) else v) for k, v in job.filter.items()}
-    # A dead-letter group's reason is not a message filter: the list link leaves it out.
-    listed = {k: v for k, v in flat.items() if k != "reason"}
+    # A dead-letter group's reason and a move's target are not message filters: the list
+    # link leaves them out.
+    listed = {k: v for k, v in flat.items() if k not in ("reason", "to_topic", "to_group")}
     return render_page(request, "messages/job.html", {
         "job": job, "percent": percent, "finished": job.state in (BulkJob.State.DONE, BulkJob.State.FAILED),
         "filter_query": query_string(listed),

@@ -8,7 +8,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from messages import api as messages_api
-from messages import schedules_api, transactions_api
+from messages import archive_api, schedules_api, transactions_api
 from mqcenter.core import ops
 from registry import api as registry_api
 from topics import api as topics_api
@@ -20,8 +20,12 @@ api_v1 = [
     path("messages/requeue", messages_api.RequeueView.as_view(), name="messages-requeue"),
     path("messages/delete", messages_api.BulkDeleteView.as_view(), name="messages-delete"),
     path("messages/cancel", messages_api.BulkCancelView.as_view(), name="messages-cancel"),
+    path("messages/move", archive_api.MoveView.as_view(), name="messages-move"),
     path("messages/<int:message_id>", messages_api.MessageDetailView.as_view(), name="message-detail"),
     path("messages/<int:message_id>/cancel", messages_api.MessageCancelView.as_view(), name="message-cancel"),
+    path("archive/messages", archive_api.ArchiveMessagesView.as_view(), name="archive-messages"),
+    path("archive/messages/redrive", archive_api.ArchiveRedriveView.as_view(), name="archive-redrive"),
+    path("archive/messages/<int:archived_id>", archive_api.ArchiveMessageView.as_view(), name="archive-message"),
     path("transactions/<str:transaction_id>", transactions_api.TransactionView.as_view(), name="transaction"),
     path("transactions/<str:transaction_id>/commit", transactions_api.TransactionCommitView.as_view(), name="transaction-commit"),
     path("transactions/<str:transaction_id>/rollback", transactions_api.TransactionRollbackView.as_view(), name="transaction-rollback"),

@@ -34,7 +34,7 @@ class Migration(migrations.Migration):
             name='BulkJob',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('redrive', 'Redrive'), ('requeue', 'Requeue'), ('delete', 'Delete'), ('cancel', 'Cancel'), ('replay', 'Replay')], max_length=16)),
+                ('kind', models.CharField(choices=[('redrive', 'Redrive'), ('requeue', 'Requeue'), ('delete', 'Delete'), ('cancel', 'Cancel'), ('replay', 'Replay'), ('archive_redrive', 'Archive Redrive'), ('move', 'Move')], max_length=16)),
                 ('filter', models.JSONField(default=dict)),
                 ('state', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('done', 'Done'), ('failed', 'Failed')], default='queued', max_length=16)),
                 ('actor', models.CharField(max_length=200)),
@@ -163,7 +163,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(primary_key=True, serialize=False)),
                 ('message_id', models.BigIntegerField()),
-                ('event', models.CharField(choices=[('produced', 'Produced'), ('pulled', 'Pulled'), ('acked', 'Acked'), ('nacked', 'Nacked'), ('retry_scheduled', 'Retry Scheduled'), ('dead', 'Dead'), ('lease_expired', 'Lease Expired'), ('extended', 'Extended'), ('released', 'Released'), ('stale_ack', 'Stale Ack'), ('edited', 'Edited'), ('redriven', 'Redriven'), ('archived', 'Archived'), ('committed', 'Committed'), ('cancelled', 'Cancelled')], max_length=24)),
+                ('event', models.CharField(choices=[('produced', 'Produced'), ('pulled', 'Pulled'), ('acked', 'Acked'), ('nacked', 'Nacked'), ('retry_scheduled', 'Retry Scheduled'), ('dead', 'Dead'), ('lease_expired', 'Lease Expired'), ('extended', 'Extended'), ('released', 'Released'), ('stale_ack', 'Stale Ack'), ('edited', 'Edited'), ('redriven', 'Redriven'), ('archived', 'Archived'), ('committed', 'Committed'), ('cancelled', 'Cancelled'), ('moved', 'Moved')], max_length=24)),
                 ('actor', models.CharField(blank=True, default='', max_length=200)),
                 ('at', models.DateTimeField()),
                 ('attempt', models.IntegerField(default=0)),

@@ -17,7 +17,9 @@ from django.utils import timezone
 
 from messages.filters import MessageFilter
 from messages.models import BulkJob, Message, MessageTrace, Status, TraceEvent
+from messages.services.archive_redrive import archive_redrive_job_run
 from messages.services.dead_letters import dead_letter_group_ids
+from messages.services.move import move_job_run
 from messages.services.replay import replay_job_run
 from messages.services.trace import trace_row, trace_write
 from mqcenter.celery import app as celery_app
@@ -270,6 +272,14 @@ def bulk_job_run(*, job_id: int, max_batches: int | None = None) -> BulkJob:
     if job.kind == BulkJob.Kind.REPLAY:
         return replay_job_run(job, max_batches=max_batches)
     principal = bulk_job_principal(job)
+    if job.kind in (BulkJob.Kind.ARCHIVE_REDRIVE, BulkJob.Kind.MOVE):
+        run = archive_redrive_job_run if job.kind == BulkJob.Kind.ARCHIVE_REDRIVE else move_job_run
+        try:
+            return run(job, principal=principal, max_batches=max_batches)
+        except Exception as exc:
+            job.state, job.error, job.finished_at = BulkJob.State.FAILED, str(exc)[:2000], timezone.now()
+            job.save(update_fields=["state", "error", "finished_at"])
+            raise
     reason = job.filter.get("reason")
     flt = MessageFilter.parse({k: v for k, v in job.filter.items() if k != "reason"})
     if job.state == BulkJob.State.QUEUED:

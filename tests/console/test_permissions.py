@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from messages.models import BulkJob, Message, Schedule, Status
 from mqcenter.models import AuditEntry
+from tests.support.archive import archive_messages
 from topics.models import ApiToken, Biz, Topic
 
 from .conftest import add_message
@@ -31,6 +32,9 @@ READS: list[tuple[str, dict[str, str]]] = [
     ("/messages/{failed}/", {"viewer": OK, "outsider": DENY, "operator": OK, "admin": OK}),
     ("/messages/add/", {"viewer": DENY, "outsider": OK, "operator": OK, "admin": OK}),
     ("/dead/", {"viewer": OK, "outsider": OK, "operator": OK, "admin": OK}),
+    ("/archive/", {"viewer": OK, "outsider": OK, "operator": OK, "admin": OK}),
+    ("/archive/?topic=orders&finished_after=2020-01-01T00:00", {"viewer": OK, "outsider": OK, "operator": OK, "admin": OK}),
+    ("/archive/{archived}/", {"viewer": OK, "outsider": DENY, "operator": OK, "admin": OK}),
     ("/schedules/", {"viewer": OK, "outsider": OK, "operator": OK, "admin": OK}),
     ("/schedules/{schedule}/", {"viewer": DENY, "outsider": DENY, "operator": OK, "admin": OK}),
     ("/transactions/", {"viewer": OK, "outsider": OK, "operator": OK, "admin": OK}),
@@ -69,13 +73,15 @@ def world(users: dict[str, Any], clients: dict[str, Any], failed: Message, waiti
     from .conftest import make_user
 
     job = BulkJob.objects.create(kind="redrive", filter={"topic": "orders"}, actor="user:ada", biz_ids=None)
+    archived = add_message("orders", Status.SUCCESS, data='{"old":1}')
+    archive_messages([archived.id])
     Topic.objects.create(name="drained", biz=shop)
     empty = Biz.objects.create(name="empty")
     _, token = token_create(actor="test", scopes=["produce:orders*"], biz=shop, name="shop-producer")
     target = make_user("tim", "viewer", shop)
     schedule = Schedule.objects.create(name="hourly", biz=shop, topic="orders", cron="0 * * * *",
                                        next_run_at=timezone.now() + timedelta(hours=1))
-    return {"schedule": schedule.id, "failed": failed.id, "waiting": waiting.id, "shop": shop.id, "job": job.id, "empty": empty.id,
+    return {"archived": archived.id, "schedule": schedule.id, "failed": failed.id, "waiting": waiting.id, "shop": shop.id, "job": job.id, "empty": empty.id,
             "viewer_id": users["viewer"].id, "token": token.id, "target": target.id,
             "grant": ConsoleGrant.objects.get(user=target).id, "clients": clients}
 
@@ -155,6 +161,13 @@ WRITES: list[tuple[str, Any, dict[str, str], Any]] = [
      SCOPED, lambda w: not Message.objects.filter(id=w["failed"]).exists()),
     ("dead-topic", lambda w: ("/dead/redrive/", {"topic": "orders"}),
      SCOPED, lambda w: Message.objects.get(id=w["failed"]).status == Status.NEW),
+    ("archive-redrive", lambda w: ("/archive/redrive/", {"ids": [w["archived"]]}), SCOPED,
+     lambda w: Message.objects.filter(headers__has_key="mq-replay-of").exists()),
+    ("archive-redrive-filter", lambda w: ("/archive/redrive/", {"scope": "filter", "topic": "orders"}), SCOPED,
+     lambda w: Message.objects.filter(headers__has_key="mq-replay-of").exists()),
+    ("bulk-move", lambda w: ("/messages/bulk/", {"action": "move", "scope": "selected", "ids": [w["waiting"]],
+                                                 "to_topic": "orders", "to_group": "parked"}),
+     SCOPED, lambda w: Message.objects.filter(group_name="parked").exists()),
     ("add", lambda w: ("/messages/add/", {"topic": "orders", "data": '{"new": true}', "group": "billing"}),
      OPERATORS, lambda w: Message.objects.filter(topic="orders", data='{"new":true}').exists()),
     ("topic-create", lambda w: ("/topics/+new/", {"topic": "refunds", "biz": "shop", "retry_count": "1",

@@ -13,6 +13,7 @@ from messages.models import BulkJob, Message, Schedule, Transaction
 from registry.services import broker_heartbeat
 from tests.conftest import Api, make_api
 from tests.support.api import produce, pull
+from tests.support.archive import archive_messages
 from topics.models import Biz
 
 # Strings only the shop's data contains: none may reach another business line's token.
@@ -37,6 +38,10 @@ class Sample:
 def samples(world: dict[str, Any]) -> dict[tuple[str, str], Sample]:
     running, dead = world["running"], world["dead"]
     return {
+        ("api:archive-messages", "GET"): Sample("admin", params={"topic": "orders"}, filtered=True),
+        ("api:archive-message", "GET"): Sample("admin"),
+        ("api:archive-redrive", "POST"): Sample("admin", {"ids": [world.get("archived", 3)]}, filtered=True),
+        ("api:messages-move", "POST"): Sample("admin", {"ids": [dead], "to_topic": "orders", "to_group": "parked"}),
         ("api:messages", "POST"): Sample("produce", {"messages": [{"topic": "orders", "data": 1}]}),
         ("api:messages", "GET"): Sample("admin", params={"topic": "orders"}, filtered=True),
         ("api:messages-redrive", "POST"): Sample("admin", {"ids": [dead]}, filtered=True),
@@ -93,6 +98,10 @@ def world(admin_api: Api, shop: Biz, other_biz: Biz) -> dict[str, Any]:
     assert admin_api.post("/api/v1/topics", {"topic": "orders", "biz": "shop", "owner": "SHOPOWNER"}).status_code == 201
     shop_producer = make_api(["produce:orders*"], shop)
     shop_consumer = make_api(["consume:orders*"], shop)
+    # Archived first: the archive job's scan stops at the first message added after its cutoff.
+    (archived,) = (e["id"] for e in produce(shop_producer, {"topic": "orders", "data": {"secret": "SHOPSECRET"},
+                                                          "key": "SHOPKEY", "group": "default"}))
+    Message.objects.filter(id=archived).update(status="SUCCESS")
     hb = shop_consumer.post("/api/v1/registry/consumers", {"consumer": "shophost:1:c1", "subscriptions": [{"topic": "orders"}]})
     assert hb.status_code == 200
     running, dead = (e["id"] for e in produce(
@@ -112,9 +121,10 @@ def world(admin_api: Api, shop: Biz, other_biz: Biz) -> dict[str, Any]:
                                      next_check_at=now + timedelta(hours=1), created_at=now)
     schedule = Schedule.objects.create(name="SHOPSECRET-nightly", biz=shop, topic="orders", cron="0 2 * * *",
                                        data='{"secret":"SHOPSECRET"}', next_run_at=now + timedelta(hours=1))
+    archive_messages([archived])
     return {
-        "running": running, "dead": dead,
-        "path": {"message_id": str(running), "job_id": str(job.id), "biz_id": str(shop.id),
+        "running": running, "dead": dead, "archived": archived,
+        "path": {"message_id": str(running), "archived_id": str(archived), "job_id": str(job.id), "biz_id": str(shop.id),
                  "topic": "orders", "group": "default", "consumer": "shophost:1:c1", "transaction_id": txn.id,
                  "schedule_id": str(schedule.id)},
         "shop": shop,
