@@ -61,7 +61,7 @@ def consumer_heartbeat(
             auto_create=settings.MQ_AUTO_CREATE_TOPICS,
         )
         modes = {}
-        for topic_name, group in subscriptions:
+        for topic_name, group in sorted(subscriptions):  # one lock order: topics are locked to add groups
             modes[(topic_name, group)] = group_subscribe(topic=topics[topic_name], name=group).mode
         wanted = set(subscriptions)
         existing = list(ConsumerInstance.objects.filter(consumer=consumer).only("topic", "group_name"))

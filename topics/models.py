@@ -78,7 +78,7 @@ class TopicGroup(models.Model):
     name = models.CharField(max_length=200, validators=[name_validator])
     mode = models.CharField(max_length=16, choices=DeliveryMode.choices, default=DeliveryMode.QUEUE)
     created_at = models.DateTimeField(auto_now_add=True)
-    # Flow control, enforced by the claim under this row's lock (messages/services/flow.py).
+    # Flow control, enforced by the claim under this row's lock (messages/services/claims/gate.py).
     paused = models.BooleanField(default=False)
     max_in_flight = models.PositiveIntegerField(null=True, blank=True)  # RUNNING at once; None: no limit
     rate_per_second = models.FloatField(null=True, blank=True)  # deliveries per second; None: no limit

@@ -189,8 +189,8 @@ def topic_get(name: str) -> Topic:
 
 
 def group_subscribe(*, topic: Topic, name: str) -> TopicGroup:
-    """The group row, subscribed from `latest` the first time a consumer or a message names
-    it (MQ_AUTO_CREATE_GROUPS); NotFound when groups are not created on demand.
+    """The group row, subscribed from `latest` the first time a consumer names it
+    (MQ_AUTO_CREATE_GROUPS); NotFound when groups are not created on demand.
 
     Created under the topic's exclusive lock, as every group is (topics/locks.py)."""
     group = TopicGroup.objects.filter(topic=topic, name=name).first()
@@ -207,13 +207,18 @@ def group_subscribe(*, topic: Topic, name: str) -> TopicGroup:
         return TopicGroup.objects.get(topic=topic, name=name)
 
 
-def groups_ensure(*, topic: Topic, names: Iterable[str]) -> None:
-    """Subscribe the groups `names` that a (cached) topic does not list yet, and list them
-    in the cached topic, so the next produce to them costs no look-up."""
-    for name in set(names) - topic.group_rows.keys():  # type: ignore[attr-defined]
-        group = group_subscribe(topic=topic, name=name)
-        group.topic = topic
-        topic.group_rows[name] = group  # type: ignore[attr-defined]
+def groups_require_addressable(*, topic: Topic, names: Iterable[str]) -> None:
+    """A message sent to a named group (point-to-point, a move, a redrive) does not subscribe
+    that group: groups are created explicitly or by their consumers. With groups created on
+    demand any name will do; otherwise each must exist (NotFound, before anything is written)."""
+    if django_settings.MQ_AUTO_CREATE_GROUPS:
+        return
+    unknown = set(names) - getattr(topic, "group_rows", {}).keys()
+    if unknown:  # the topic may be cached from before the group, or not list its groups
+        unknown -= set(TopicGroup.objects.filter(topic=topic, name__in=unknown).values_list("name", flat=True))
+    if unknown:
+        name = min(unknown)
+        raise NotFound(f"Group {name!r} of topic {topic.name!r} does not exist.", details={"group": name})
 
 
 # Per process, when each group's `last_pull_at` was last written: at most every few seconds.
@@ -221,7 +226,7 @@ _PULL_SEEN_SECONDS = 5.0
 _pull_seen: dict[int, float] = {}
 
 
-def pull_seen(group: TopicGroup, now: datetime) -> None:
+def group_pull_record(group: TopicGroup, now: datetime) -> None:
     """Note that the group was pulled from (for "last pull" on its page), at most every few
     seconds per broker process: a pull should not write the group's row each time."""
     tick = time.monotonic()

@@ -3,7 +3,7 @@
 commands call these.
 
 Creating or deleting a group holds its topic's row exclusively while it changes the group
-rows (`sql.lock_topic`): publishes hold it shared while they copy to the groups, so each
+rows (`topics.locks.lock_topic`): publishes hold it shared while they copy to the groups, so each
 publish is copied to a group either by the produce or by the group's replay, never both
 and never neither (messages/services/replay.py).
 """
@@ -18,9 +18,9 @@ from django.db import transaction
 from django.db.models import Count, Max
 from django.utils import timezone
 
-from messages.models import DEAD_STATUSES, BulkJob, Message, Status
+from messages.models import DEAD_STATUSES, BulkJob, Message, MessageArchive, Status
 from messages.services.claims.gate import bucket_size
-from messages.services.replay import replay_batch, replay_estimate
+from messages.services.replay import replay_batch, replay_estimate, replay_run_key
 from mqcenter.celery import app as celery_app
 from mqcenter.core.audit import audit_record
 from mqcenter.core.auth import Principal
@@ -31,6 +31,7 @@ from topics.locks import lock_topic
 from topics.models import DeliveryMode, Topic, TopicGroup
 from topics.services import topic_require_biz
 
+MIN_RATE = 0.01  # one delivery every 100 s: a slower rate is a pause
 MAX_RATE = 100_000.0
 GROUP_SETTINGS = ("mode", "paused", "max_in_flight", "rate_per_second", "key_concurrency")
 DELETE_BATCH = 1000
@@ -79,20 +80,12 @@ def group_create(
         group.save()
         # Every publish up to here is committed (we hold the topic's lock); later ones copy
         # to this group themselves.
-        high_water = Message.objects.aggregate(top=Max("id"))["top"] or 0
+        high_water = _high_water()
         audit_record(actor=principal.name, action="group.create", target=group,
                      after={**_names(topic, name), "mode": group.mode, "start": str(start), **_limits(group)})
     if start == "latest":
         return group, None
-    since = start if isinstance(start, datetime) else None
-    if replay_estimate(topic=topic.name, since=since, high_water=high_water,
-                       limit=settings.MQ_REDRIVE_SYNC_LIMIT) > settings.MQ_REDRIVE_SYNC_LIMIT:
-        return group, _replay_job(principal, topic, name, since, high_water).id
-    after: int | None = 0
-    while after is not None:
-        _copied, after = replay_batch(topic=topic, group=name, since=since, high_water=high_water,
-                                      after=after, actor=principal.name)
-    return group, None
+    return group, _replay(principal, topic, name, start if isinstance(start, datetime) else None, high_water)
 
 
 def group_replay(*, principal: Principal, topic: Topic, name: str, since: datetime) -> int | None:
@@ -102,16 +95,31 @@ def group_replay(*, principal: Principal, topic: Topic, name: str, since: dateti
     group = group_get(principal=principal, topic=topic, name=name)
     with transaction.atomic():
         lock_topic(topic.pk, share=False)
-        high_water = Message.objects.aggregate(top=Max("id"))["top"] or 0
+        high_water = _high_water()
         audit_record(actor=principal.name, action="group.replay", target=group,
                      after={**_names(topic, name), "since": since.isoformat()})
+    return _replay(principal, topic, name, since, high_water)
+
+
+def _high_water() -> int:
+    """The highest message id stored, live or archived (a quiet topic's newest publishes may
+    all be archived already). Read under the topic's exclusive lock: every publish up to it
+    is committed."""
+    live = Message.objects.aggregate(top=Max("id"))["top"] or 0
+    return max(live, MessageArchive.objects.aggregate(top=Max("id"))["top"] or 0)
+
+
+def _replay(principal: Principal, topic: Topic, group: str, since: datetime | None, high_water: int) -> int | None:
+    """Copy the history up to `high_water` into the group: at once when small (returns None),
+    else as a job (returns its id)."""
     if replay_estimate(topic=topic.name, since=since, high_water=high_water,
                        limit=settings.MQ_REDRIVE_SYNC_LIMIT) > settings.MQ_REDRIVE_SYNC_LIMIT:
-        return _replay_job(principal, topic, name, since, high_water).id
+        return _replay_job(principal, topic, group, since, high_water).id
+    run = replay_run_key()
     after: int | None = 0
     while after is not None:
-        _copied, after = replay_batch(topic=topic, group=name, since=since, high_water=high_water,
-                                      after=after, actor=principal.name)
+        _copied, after = replay_batch(topic=topic, group=group, since=since, high_water=high_water,
+                                      after=after, actor=principal.name, run=run)
     return None
 
 
@@ -132,13 +140,18 @@ def group_update(*, principal: Principal, topic: Topic, name: str, changes: dict
     """Change a group's mode, pause or flow limits (None lifts a limit)."""
     group = group_get(principal=principal, topic=topic, name=name)
     clean = _validated(changes)
-    before = {"mode": group.mode, **_limits(group)}
     with transaction.atomic():
+        # Locked and re-read: concurrent changes of other settings, and the claims' writes
+        # of the rate bucket, are kept.
+        group = TopicGroup.objects.select_for_update().get(pk=group.pk)
+        before = {"mode": group.mode, **_limits(group)}
         for field, value in clean.items():
             setattr(group, field, value)
+        fields = list(clean)
         if "rate_per_second" in clean and group.rate_per_second is not None:
             group.rate_tokens, group.rate_refilled_at = bucket_size(group.rate_per_second), timezone.now()
-        group.save()
+            fields += ["rate_tokens", "rate_refilled_at"]
+        group.save(update_fields=fields)
         audit_record(actor=principal.name, action="group.update", target=group,
                      before=before, after={**_names(topic, name), "mode": group.mode, **_limits(group)})
         # A resumed or widened group's waiting pulls need not wait out their fallback.
@@ -149,16 +162,21 @@ def group_update(*, principal: Principal, topic: Topic, name: str, changes: dict
 def group_delete(*, principal: Principal, topic: Topic, name: str) -> int:
     """Unsubscribe: later publishes no longer copy to the group, and its NEW messages are
     removed (finished ones age out with retention; running ones finish or expire).
-    Returns how many messages were removed."""
+    Returns how many messages were removed.
+
+    Only messages stored before the delete are removed: a consumer still running re-creates
+    the group (from `latest`) on its next pull when groups are created on demand, and what
+    that group then gets is its own."""
     group = group_get(principal=principal, topic=topic, name=name)
     with transaction.atomic():
         lock_topic(topic.pk, share=False)
         audit_record(actor=principal.name, action="group.delete", target=group,
                      before={**_names(topic, name), "mode": group.mode, **_limits(group)})
         group.delete()
+        high_water = Message.objects.aggregate(top=Max("id"))["top"] or 0
     removed = 0
     while True:  # bounded batches: a big backlog never holds one long transaction
-        ids = list(Message.objects.filter(topic=topic.name, group_name=name, status=Status.NEW)
+        ids = list(Message.objects.filter(topic=topic.name, group_name=name, status=Status.NEW, id__lte=high_water)
                    .order_by("id").values_list("id", flat=True)[:DELETE_BATCH])
         if not ids:
             return removed
@@ -212,8 +230,8 @@ def _validated(changes: dict[str, Any]) -> dict[str, Any]:
                 raise InvalidRequest("paused must be true or false.", details={"field": field})
         elif field == "rate_per_second":
             if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
-                                      or not 0 < value <= MAX_RATE):
-                raise InvalidRequest(f"rate_per_second must be above 0 and at most {MAX_RATE:,.0f}, or null.",
+                                      or not MIN_RATE <= value <= MAX_RATE):
+                raise InvalidRequest(f"rate_per_second must be from {MIN_RATE} to {MAX_RATE:,.0f}, or null.",
                                      details={"field": field})
             value = None if value is None else float(value)
         elif (value is not None or field == "key_concurrency") and (

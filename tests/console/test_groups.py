@@ -421,12 +421,12 @@ BAD_INPUTS: list[tuple[str, dict[str, str], str, str]] = [
     # url, form, the field marked invalid, the message shown
     (LIMITS_URL, {**VALID_LIMITS, "max_in_flight": "0"}, "max_in_flight", "between 1 and"),
     (LIMITS_URL, {**VALID_LIMITS, "max_in_flight": "lots"}, "max_in_flight", "whole number"),
-    (LIMITS_URL, {**VALID_LIMITS, "rate_per_second": "-1"}, "rate_per_second", "above 0"),
+    (LIMITS_URL, {**VALID_LIMITS, "rate_per_second": "-1"}, "rate_per_second", "from 0.01 to 100,000"),
     (
         LIMITS_URL,
         {**VALID_LIMITS, "rate_per_second": "100001"},
         "rate_per_second",
-        "at most 100,000",
+        "from 0.01 to 100,000",
     ),
     (LIMITS_URL, {**VALID_LIMITS, "rate_per_second": "nan"}, "rate_per_second", "must be a number"),
     (LIMITS_URL, {**VALID_LIMITS, "key_concurrency": "0"}, "key_concurrency", "between 1 and"),

@@ -48,11 +48,32 @@ def test_broadcast_means_the_same_as_no_group(producer_api, orders):
     assert sorted(e["group"] for e in entries) == ["audit", "billing"]
 
 
-def test_a_topic_without_groups_keeps_its_publishes_in_default(producer_api, shop):
+def test_a_topic_without_groups_keeps_its_publishes_in_default_without_subscribing_it(producer_api, admin_api, shop):
     Topic.objects.create(name="orders.bare", biz=shop)
     [entry] = produce(producer_api, {"topic": "orders.bare", "data": 1})
     assert entry["group"] == "default"
-    assert TopicGroup.objects.filter(topic__name="orders.bare", name="default").exists()
+    assert not TopicGroup.objects.filter(topic__name="orders.bare").exists()
+    assert admin_api.post("/api/v1/topics/orders.bare/groups", {"group": "billing"}).status_code == 201
+    [entry] = produce(producer_api, {"topic": "orders.bare", "data": 2})
+    assert entry["group"] == "billing"
+    assert copies("orders.bare") == {"default": ["1"], "billing": ["2"]}
+
+
+def test_a_message_sent_to_a_named_group_does_not_subscribe_it(producer_api, orders):
+    produce(producer_api, {"topic": "orders", "data": 1, "group": "retries"})
+    produce(producer_api, {"topic": "orders", "data": 2})
+    assert copies() == {"retries": ["1"], "audit": ["2"], "billing": ["2"]}
+    assert not TopicGroup.objects.filter(name="retries").exists()
+
+
+@override_settings(MQ_AUTO_CREATE_GROUPS=False)
+def test_without_auto_creation_a_publish_is_stored_and_a_message_to_an_unknown_group_is_404(producer_api, shop):
+    Topic.objects.create(name="orders.bare", biz=shop)
+    assert [e["group"] for e in produce(producer_api, {"topic": "orders.bare", "data": 1})] == ["default"]
+    response = producer_api.post("/api/v1/messages", {"messages": [{"topic": "orders.bare", "data": 2, "group": "x"}]})
+    expect_error(response, 404, "not_found")
+    assert copies("orders.bare") == {"default": ["1"]}
+    assert not TopicGroup.objects.exists()
 
 
 def test_dedup_keys_hold_per_copy(producer_api, orders):
@@ -87,13 +108,58 @@ def test_a_group_created_from_earliest_replays_live_and_archived_history_once(ad
     assert response.status_code == 201, response.content
     replayed = Message.objects.filter(group_name="replay").order_by("id")
     assert [m.data for m in replayed] == ["0", "1", "2", "3"]
-    assert all(m.id > max(ids) and m.status == Status.NEW and m.dedup_key is None for m in replayed)
+    assert all(m.id > max(ids) and m.status == Status.NEW for m in replayed)
+    assert len({m.dedup_key for m in replayed}) == 4 and all(m.dedup_key.startswith("mq-replay:") for m in replayed)
     originals = {m.headers["mq-replay-of"] for m in replayed}
     assert len(originals) == 4
     assert response.json()["backlog"] == 4
     # A later publish reaches it once, as every group.
     produce(producer_api, {"topic": "orders", "data": 5})
     assert copies()["replay"] == ["0", "1", "2", "3", "5"]
+
+
+def archive_all() -> None:
+    for row in Message.objects.all():
+        fields = {f.attname: getattr(row, f.attname) for f in Message._meta.concrete_fields}
+        MessageArchive.objects.create(**fields | {"status": Status.SUCCESS, "archived_at": timezone.now()})
+    Message.objects.all().delete()
+
+
+def test_earliest_replays_history_that_is_all_archived(admin_api, producer_api, orders):
+    produce(producer_api, {"topic": "orders", "data": 1}, {"topic": "orders", "data": 2})
+    archive_all()
+    assert admin_api.post("/api/v1/topics/orders/groups", {"group": "late", "start": "earliest"}).status_code == 201
+    assert copies() == {"late": ["1", "2"]}
+
+
+def test_a_replay_leaves_out_open_transactions_and_cancelled_messages(admin_api, producer_api, orders):
+    produce(producer_api, *({"topic": "orders", "data": n} for n in range(3)))
+    Message.objects.filter(data="0").update(status=Status.PREPARED)
+    Message.objects.filter(data="1").update(status=Status.CANCELLED)
+    assert admin_api.post("/api/v1/topics/orders/groups", {"group": "late", "start": "earliest"}).status_code == 201
+    assert copies()["late"] == ["2"]
+
+
+def test_a_replay_copies_a_publish_once_when_its_copies_fall_in_two_batches(admin_api, producer_api, orders,
+                                                                          monkeypatch):
+    monkeypatch.setattr("messages.services.replay.REPLAY_BATCH", 1)  # every copy a batch of its own
+    produce(producer_api, {"topic": "orders", "data": 1}, {"topic": "orders", "data": 2})
+    assert admin_api.post("/api/v1/topics/orders/groups", {"group": "late", "start": "earliest"}).status_code == 201
+    assert copies()["late"] == ["1", "2"]
+
+
+@override_settings(MQ_REDRIVE_SYNC_LIMIT=1)
+def test_a_replay_job_worked_twice_at_once_copies_nothing_twice(admin_api, producer_api, orders):
+    from messages.services.replay import replay_batch
+
+    produce(producer_api, {"topic": "orders", "data": 1})
+    job_id = admin_api.post("/api/v1/topics/orders/groups", {"group": "late", "start": "earliest"}).json()["job"]
+    job = BulkJob.objects.get(id=job_id)
+    spec = {"topic": orders, "group": "late", "since": None, "high_water": job.filter["high_water"],
+            "actor": "t", "run": f"j{job.id}", "job_id": job.id}
+    assert replay_batch(after=0, **spec)[0] == 1
+    assert replay_batch(after=0, **spec)[0] == 0  # a second worker that read the same cursor
+    assert copies()["late"] == ["1"]
 
 
 def test_a_group_created_from_a_time_replays_publishes_since_then(admin_api, producer_api, orders):
@@ -176,6 +242,7 @@ def test_the_group_page_reports_its_state(admin_api, producer_api, consumer_api,
     ({"group": "x", "start": "2999-01-01T00:00:00Z"}, "start"),
     ({"group": "x", "start": "yesterday"}, "start"),
     ({"group": "x", "rate_per_second": -1}, "rate_per_second"),
+    ({"group": "x", "rate_per_second": 1e-12}, "rate_per_second"),
     ({"group": "x", "rate_per_second": 100001}, "rate_per_second"),
     ({"group": "x", "max_in_flight": 0}, "max_in_flight"),
     ({"group": "x", "key_concurrency": 0}, "key_concurrency"),

@@ -24,7 +24,7 @@ from mqcenter.core.auth import Principal
 from registry.services import rank_cache
 from topics.cache import topic_cache
 from topics.models import DeliveryMode
-from topics.services import group_subscribe, pull_seen, topic_require_biz
+from topics.services import group_pull_record, group_subscribe, topic_require_biz
 
 __all__ = ["Claim", "messages_claim"]
 
@@ -45,7 +45,7 @@ def messages_claim(*, principal: Principal, topic: str, group: str, consumer: st
         # Look again once this process's view of the topic may have changed: a resume wakes
         # waiting pulls, but another process's cache may still say paused for that long.
         return Claim([], now + timedelta(seconds=settings.MQ_TOPIC_CACHE_SECONDS))
-    pull_seen(topic_group, now)
+    group_pull_record(topic_group, now)
     rank = rank_cache.rank(consumer, topic, group)
     if topic_group.mode == DeliveryMode.SERIAL:
         claim = claim_serial(topic_group.pk, topic, group, consumer=consumer, rank=rank, now=now)
