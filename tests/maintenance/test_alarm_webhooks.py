@@ -12,7 +12,7 @@ from django.test import override_settings
 
 from messages.models import Alarm
 from messages.services import alarms_check, stats_flush
-from messages.services.alarm_webhooks import TASK, alarm_webhook_deliver
+from messages.services.alarm_webhooks import alarm_webhook_deliver
 from mqcenter.core.errors import InvalidRequest
 from tests.maintenance.conftest import CeleryProcesses, produce, wait_for
 from tests.support.webhook_server import WebhookServer
@@ -197,21 +197,26 @@ def test_it_times_out_a_slow_target_and_retries_it_with_backoff_on_a_worker(
             }
         )
         with override_settings(MQ_ALARM_WEBHOOK_HOSTS=[slow.host, broken.host]):
-            topic = topic_create(
+            topic_create(
                 actor="test",
                 name="orders",
                 biz=None,
                 settings={
+                    "backlog_alarm_threshold": 1,
                     "alarm_webhooks": [
                         {"url": slow.url(), "format": "slack"},
                         {"url": broken.url(), "format": "generic"},
-                    ]
+                    ],
                 },
             )
-        alarm = _alarm(topic)
+        produce("orders", 3)
+        stats_flush()
         celery_procs.worker("w1")
-        celery_procs.send(TASK, alarm.id, slow.url(), "slack")
-        celery_procs.send(TASK, alarm.id, broken.url(), "generic")
+        # The alarms job on the worker raises the alarm and hands each target to its own task.
+        celery_procs.send("messages.maintenance.alarms")
+        alarm = wait_for(
+            lambda: Alarm.objects.filter(topic="orders").first(), what="the backlog alarm"
+        )
 
         def states() -> dict[str, Any]:
             alarm.refresh_from_db()
