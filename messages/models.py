@@ -7,6 +7,8 @@ millions of finished rows as with none.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 
 
@@ -285,6 +287,9 @@ class Alarm(models.Model):
     created_at = models.DateTimeField()
     sent_at = models.DateTimeField(null=True, blank=True)
     send_error = models.TextField(blank=True, default="")
+    # Webhook deliveries by URL: {"format", "state" (pending, sent, retrying, failed),
+    # "attempts", "at", "error"}; each written under this row's lock by its Celery task.
+    webhooks = models.JSONField(default=dict, blank=True)
 
     class Meta:
         db_table = "mq_alarm"
@@ -296,6 +301,13 @@ class Alarm(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} alarm on {self.topic} at {self.created_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def webhook_outcomes(self) -> list[dict[str, Any]]:
+        """Its webhook deliveries for display, each naming only its target's host."""
+        from topics.webhooks import webhook_url_masked
+
+        return [{**info, "target": webhook_url_masked(url)} for url, info in sorted(self.webhooks.items())]
 
 
 class MaintenanceRun(models.Model):

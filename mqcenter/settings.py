@@ -308,6 +308,15 @@ MQ_ALARM_OLDEST_AGE_SECONDS = env_int("MQ_ALARM_OLDEST_AGE_SECONDS", 600)
 # At most one e-mail per topic and alarm kind per period.
 MQ_ALARM_PERIOD_MINUTES = env_int("MQ_ALARM_PERIOD_MINUTES", 60)
 
+# --- alarm webhooks (topics/webhooks.py, messages/services/alarm_webhooks.py) ---------------
+# The only hosts (host or host:port) a topic's alarm webhooks may name; empty: no webhook
+# target can be saved, so a topic admin cannot make the broker call arbitrary addresses.
+MQ_ALARM_WEBHOOK_HOSTS = env_list("MQ_ALARM_WEBHOOK_HOSTS")
+MQ_ALARM_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("MQ_ALARM_WEBHOOK_TIMEOUT_SECONDS", "5"))
+# A failed post is tried again this many times, after BACKOFF, 2 x BACKOFF, 4 x BACKOFF, ...
+MQ_ALARM_WEBHOOK_RETRIES = env_int("MQ_ALARM_WEBHOOK_RETRIES", 5)
+MQ_ALARM_WEBHOOK_BACKOFF_SECONDS = float(os.environ.get("MQ_ALARM_WEBHOOK_BACKOFF_SECONDS", "30"))
+
 # --- transactional messages (messages/services/transactions.py) ---------------------------
 # The only hosts (host or host:port) a check-back may call; empty: transactional produce is
 # refused, so a token cannot make the broker call arbitrary addresses.

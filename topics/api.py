@@ -16,6 +16,7 @@ from mqcenter.core.auth import IsAdminToken, Principal
 from mqcenter.core.errors import Forbidden, InvalidRequest, NotFound
 from topics import services
 from topics.models import Biz, DeliveryMode, RetryStrategy, Topic
+from topics.webhooks import MAX_WEBHOOKS, WEBHOOK_FORMATS
 
 ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 409, 429, 503)}
 
@@ -33,6 +34,12 @@ class GroupSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=DeliveryMode.values, default=DeliveryMode.QUEUE)
 
 
+class WebhookSerializer(serializers.Serializer):
+    # The host allow-list is checked by the topic services (topics/webhooks.py).
+    url = serializers.CharField(max_length=2000)
+    format = serializers.ChoiceField(choices=WEBHOOK_FORMATS, default="generic")
+
+
 class TopicSerializer(serializers.Serializer):
     topic = serializers.RegexField(NAME_PATTERN, max_length=200)
     biz = serializers.RegexField(NAME_PATTERN, max_length=100, required=False, allow_null=True)
@@ -44,6 +51,7 @@ class TopicSerializer(serializers.Serializer):
     timeout_seconds = serializers.IntegerField(min_value=1, max_value=7 * 86400, required=False)
     retention_days = serializers.IntegerField(min_value=1, max_value=3650, required=False)
     alarm_emails = serializers.ListField(child=serializers.EmailField(), max_length=50, required=False)
+    alarm_webhooks = WebhookSerializer(many=True, required=False, max_length=MAX_WEBHOOKS)
     backlog_alarm_threshold = serializers.IntegerField(min_value=1, max_value=2**31 - 1, required=False, allow_null=True)
     paused = serializers.BooleanField(required=False)
     groups = GroupSerializer(many=True, required=False, max_length=100)

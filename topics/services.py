@@ -18,6 +18,7 @@ from registry.wakeups import wakeup_hub
 from topics.cache import topic_cache
 from topics.locks import lock_topic
 from topics.models import ApiToken, Biz, DeliveryMode, Topic, TopicGroup
+from topics.webhooks import webhooks_validate
 
 DEFAULT_GROUP = "default"
 TOPIC_FIELDS = (
@@ -29,6 +30,7 @@ TOPIC_FIELDS = (
     "timeout_seconds",
     "retention_days",
     "alarm_emails",
+    "alarm_webhooks",
     "backlog_alarm_threshold",
     "paused",
 )
@@ -79,6 +81,7 @@ def topic_create(
     *, actor: str, name: str, biz: Biz | None, settings: dict[str, Any], groups: list[dict[str, str]] | None = None
 ) -> Topic:
     """Create a topic with its settings and declared groups."""
+    settings = _settings_checked(settings)
     try:
         with transaction.atomic():
             topic = Topic(name=name, biz=biz)
@@ -102,6 +105,7 @@ def topic_update(
 
     Groups not listed are kept: messages and consumers may still name them.
     """
+    settings = _settings_checked(settings)
     before = topic_snapshot(topic)
     with transaction.atomic():
         for field in TOPIC_FIELDS:
@@ -122,6 +126,14 @@ def topic_update(
             pairs = [(topic.name, group["group"]) for group in after["groups"]]
             transaction.on_commit(lambda: wakeup_hub().publish(pairs))
     return topic
+
+
+def _settings_checked(settings: dict[str, Any]) -> dict[str, Any]:
+    # Webhook targets are checked here, whichever door they came through: the broker only
+    # ever calls hosts the operator allowed.
+    if "alarm_webhooks" in settings:
+        return {**settings, "alarm_webhooks": webhooks_validate(targets=settings["alarm_webhooks"])}
+    return settings
 
 
 def topic_require_drained(*, topic: Topic) -> None:

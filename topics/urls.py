@@ -34,6 +34,7 @@ urlpatterns = [
     ),
     path("topics/<str:name>/pause/", views.topic_pause, name="topic_pause"),
     path("topics/<str:name>/delete/", views.topic_delete, name="topic_delete"),
+    path("topics/<str:name>/alarm-test/", views.topic_alarm_test, name="topic_alarm_test"),
     path("biz/", views.biz_list, name="biz_list"),
     path("biz/<int:biz_id>/", views.biz_detail, name="biz"),
     path("tokens/", views.token_list, name="tokens"),

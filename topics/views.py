@@ -16,6 +16,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 from rest_framework import serializers as drf_serializers
 
+from messages.services.alarm_webhooks import alarm_webhook_test
 from messages.services.purge import topic_remove
 from mqcenter.console import htmx_redirect, next_path, render_page
 from mqcenter.core.auth import Principal
@@ -27,6 +28,7 @@ from topics import services
 from topics.api import BizSerializer, TopicSerializer, TopicUpdateSerializer, biz_out
 from topics.models import ApiToken, Biz, DeliveryMode, RetryStrategy, Topic
 from topics.selectors import group_rows
+from topics.webhooks import WEBHOOK_FORMATS, webhook_url_masked
 
 # The group form's starting values (topics/group_views.py).
 NEW_GROUP_FORM = {"group": "", "mode": DeliveryMode.QUEUE, "start": "latest", "start_time": ""}
@@ -112,6 +114,9 @@ def topic_form_data(post: Any) -> dict[str, Any]:
         data["backlog_alarm_threshold"] = post.get("backlog_alarm_threshold").strip() or None
     if "alarm_emails" in post:
         data["alarm_emails"] = [e.strip() for e in post.get("alarm_emails", "").replace(",", "\n").splitlines() if e.strip()]
+    if "webhook_url" in post:  # rows with the URL cleared are removed
+        pairs = zip(post.getlist("webhook_url"), post.getlist("webhook_format"), strict=False)
+        data["alarm_webhooks"] = [{"url": url.strip(), "format": fmt} for url, fmt in pairs if url.strip()]
     data["paused"] = post.get("paused") == "on"
     groups = []
     for name, mode in zip(post.getlist("group_name"), post.getlist("group_mode"), strict=False):
@@ -122,13 +127,25 @@ def topic_form_data(post: Any) -> dict[str, Any]:
     return data
 
 
-def topic_form_context(principal: Principal, topic: Topic | None, error: str = "", values: Any = None) -> dict[str, Any]:
+def topic_form_context(
+    principal: Principal, topic: Topic | None, error: str = "", values: Any = None, *, reveal_webhooks: bool = True,
+) -> dict[str, Any]:
+    """`reveal_webhooks`: whether the webhook URLs are shown whole (to the topic's admins);
+    others see only their hosts, since chat tools put the bot's secret in the URL."""
+    if values is not None and "webhook_url" in values:  # a refused form shows what was typed
+        pairs = zip(values.getlist("webhook_url"), values.getlist("webhook_format"), strict=False)
+        webhooks = [{"url": url, "format": fmt, "saved": False} for url, fmt in pairs if url.strip()]
+    else:
+        saved = topic.alarm_webhooks if topic else []
+        webhooks = [{"url": w["url"] if reveal_webhooks else webhook_url_masked(w["url"]), "format": w["format"],
+                     "saved": True} for w in saved]
     return {
         "topic": topic, "error": error, "biz_choices": visible_biz(principal),
         "strategies": RetryStrategy.values, "modes": DeliveryMode.values,
         "default_retry_count": django_settings.MQ_DEFAULT_RETRY_COUNT,
         "emails": "\n".join(topic.alarm_emails) if topic else "",
-        "values": values,
+        "values": values, "webhooks": webhooks, "webhook_formats": WEBHOOK_FORMATS,
+        "reveal_webhooks": reveal_webhooks,
     }
 
 
@@ -170,15 +187,17 @@ def topic_detail(request: HttpRequest, name: str) -> HttpResponse:
             groups = clean.pop("groups", None)
             services.topic_update(actor=admin.name, topic=topic, settings=clean, biz=biz, groups=groups)
         except (InvalidRequest, Forbidden) as exc:
-            context = _topic_page_context(admin, topic, may_edit, exc.message)
+            context = _topic_page_context(admin, topic, may_edit, exc.message, request.POST)
             return render_page(request, "topics/form.html", context, status=400)
         flash.success(request, f"Saved topic {topic.name}.")
         return htmx_redirect(request, reverse("console:topic", args=[topic.name]))
     return render_page(request, "topics/form.html", _topic_page_context(request.console.principal, topic, may_edit))
 
 
-def _topic_page_context(principal: Principal, topic: Topic, may_edit: bool, error: str = "") -> dict[str, Any]:
-    context = topic_form_context(principal, topic, error)
+def _topic_page_context(
+    principal: Principal, topic: Topic, may_edit: bool, error: str = "", values: Any = None
+) -> dict[str, Any]:
+    context = topic_form_context(principal, topic, error, values, reveal_webhooks=may_edit)
     context.update(may_edit=may_edit, group_rows=group_rows(topic=topic),
                    new_group=dict(NEW_GROUP_FORM))
     return context
@@ -194,6 +213,21 @@ def topic_pause(request: HttpRequest, name: str) -> HttpResponse:
     services.topic_update(actor=principal.name, topic=topic, settings={"paused": paused})
     flash.success(request, f"{'Paused' if paused else 'Resumed'} topic {topic.name}.")
     return htmx_redirect(request, target)
+
+
+@require_POST
+@console_view(ConsoleRole.ADMIN)
+def topic_alarm_test(request: HttpRequest, name: str) -> HttpResponse:
+    """Post a test alarm to one of the topic's webhook targets and say how it went."""
+    principal = request.console.principal
+    topic = topic_for(principal, name)
+    url = request.POST.get("url", "")
+    outcome = alarm_webhook_test(topic=topic, url=url, actor=principal.name)
+    if outcome.ok:
+        flash.success(request, f"Test alarm delivered to {webhook_url_masked(url)} ({outcome.detail}).")
+    else:
+        flash.error(request, f"Test alarm to {webhook_url_masked(url)} failed: {outcome.detail}.")
+    return htmx_redirect(request, reverse("console:topic", args=[topic.name]))
 
 
 @require_POST

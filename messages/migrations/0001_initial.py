@@ -86,6 +86,7 @@ class Migration(migrations.Migration):
                 ('created_at', models.DateTimeField()),
                 ('sent_at', models.DateTimeField(blank=True, null=True)),
                 ('send_error', models.TextField(blank=True, default='')),
+                ('webhooks', models.JSONField(blank=True, default=dict)),
             ],
             options={
                 'db_table': 'mq_alarm',

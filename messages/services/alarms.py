@@ -1,5 +1,5 @@
-"""The alarms job: backlog, age and dead-letter alarms per topic, e-mailed at most once per
-period per topic and kind.
+"""The alarms job: backlog, age and dead-letter alarms per topic, e-mailed (and posted to the
+topic's webhooks) at most once per period per topic and kind.
 
 Reads the stats buckets the flush job writes (the latest backlog snapshot and the failed
 counts of the current period), never the hot table. The "once per period" rule is a
@@ -20,6 +20,7 @@ from django.db.models import Max, Sum
 from django.utils import timezone
 
 from messages.models import Alarm, StatsBucket
+from messages.services.alarm_webhooks import alarm_webhooks_enqueue
 from topics.models import Topic
 
 logger = logging.getLogger(__name__)
@@ -35,7 +36,8 @@ def period_start(now: datetime) -> datetime:
 
 
 def alarms_check(*, now: datetime | None = None) -> dict[str, Any]:
-    """Raise (record and e-mail) every alarm due now. Returns counts of raised and sent."""
+    """Raise every alarm due now: record it, e-mail it and hand it to the topic's webhook
+    targets (messages/services/alarm_webhooks.py). Returns counts of raised and e-mailed."""
     now = now or timezone.now()
     start = period_start(now)
     conditions = _conditions(now=now, since=start)
@@ -46,6 +48,7 @@ def alarms_check(*, now: datetime | None = None) -> dict[str, Any]:
         if alarm is None:
             continue  # already raised in this period (by us or another worker)
         raised += 1
+        alarm_webhooks_enqueue(alarm=alarm, targets=list(topic.alarm_webhooks or []))
         if alarm.recipients and alarm_send(alarm=alarm):
             sent += 1
     return {"checked_topics": len({c[0] for c in conditions}), "raised": raised, "sent": sent}

@@ -35,6 +35,7 @@ from messages.services.produce import ProduceItem, ProduceResult, messages_produ
 from messages.services.trace import trace_row, trace_write
 from mqcenter.core.auth import Principal
 from mqcenter.core.errors import Conflict, InvalidRequest, MQError, NotFound
+from mqcenter.core.outbound import OPENER, host_allowed
 from registry.wakeups import wakeup_hub
 
 logger = logging.getLogger(__name__)
@@ -74,13 +75,7 @@ def check_url_validate(*, url: Any, field: str = "transaction.check_url") -> str
 
 
 def _host_allowed(host: str, port: int | None) -> bool:
-    # An entry "host" allows every port of that host; "host:port" only that port.
-    host = host.lower()
-    for entry in settings.MQ_TRANSACTION_CHECK_HOSTS:
-        allowed_host, _, allowed_port = entry.lower().rpartition(":") if entry.count(":") == 1 else (entry.lower(), "", "")
-        if allowed_host == host and (not allowed_port or (port is not None and str(port) == allowed_port)):
-            return True
-    return False
+    return host_allowed(host, port, settings.MQ_TRANSACTION_CHECK_HOSTS)
 
 
 def transaction_prepare(
@@ -291,15 +286,6 @@ def _note(txn_id: str, error: str) -> None:
             txn.save(update_fields=["last_error", "log"])
 
 
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    # A redirect could lead anywhere: the allow-list names where the broker may go.
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-_OPENER = urllib.request.build_opener(_NoRedirects)
-
-
 def check_back_call(url: str, transaction_id: str) -> str:
     """POST {"transaction_id"} to `url`; the answer's state ("commit", "rollback" or
     "unknown"). Raises on a timeout, a non-2xx answer or an answer without a known state."""
@@ -308,7 +294,7 @@ def check_back_call(url: str, transaction_id: str) -> str:
         url, data=json.dumps({"transaction_id": transaction_id}).encode(), method="POST",
         headers={"Content-Type": "application/json", "User-Agent": "mqcenter-check-back"},
     )
-    with _OPENER.open(request, timeout=settings.MQ_TRANSACTION_CHECK_TIMEOUT_SECONDS) as response:
+    with OPENER.open(request, timeout=settings.MQ_TRANSACTION_CHECK_TIMEOUT_SECONDS) as response:
         body = response.read(64 * 1024)
     answer = json.loads(body)
     state = answer.get("state") if isinstance(answer, dict) else None

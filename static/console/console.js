@@ -34,6 +34,26 @@
   document.addEventListener("DOMContentLoaded", function () { bindAll(document); });
   document.addEventListener("htmx:load", function (event) { bindAll(event.target); });
 
+  /* Menu button: on narrow screens the stylesheet hides the header's links until it is
+     pressed. The class "js-nav" marks that this script runs, so without JavaScript the
+     links simply stay shown. */
+  function bindMenu() {
+    var header = document.querySelector("header.top");
+    var toggle = header && header.querySelector(".nav-toggle");
+    if (!toggle) { return; }
+    header.classList.add("js-nav");
+    function setOpen(open) {
+      header.classList.toggle("nav-open", open);
+      toggle.setAttribute("aria-expanded", open ? "true" : "false");
+    }
+    toggle.addEventListener("click", function () { setOpen(!header.classList.contains("nav-open")); });
+    document.addEventListener("keydown", function (event) {
+      if (event.key === "Escape" && header.classList.contains("nav-open")) { setOpen(false); toggle.focus(); }
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", bindMenu);
+
   /* "Select all on this page" for bulk actions. */
   document.addEventListener("change", function (event) {
     var box = event.target;

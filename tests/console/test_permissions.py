@@ -23,6 +23,7 @@ OK, DENY = "ok", "deny"
 # Acting on ids or a filter reaches only the visible messages: a business line's outsider
 # is answered "0 messages" and nothing changes.
 NOOP = "noop"
+HOOK = "http://127.0.0.1:9/alarm-hook"  # orders' alarm webhook
 
 READS: list[tuple[str, dict[str, str]]] = [
     # url template, expectation per role (anonymous always goes to the login page)
@@ -72,6 +73,7 @@ def world(users: dict[str, Any], clients: dict[str, Any], failed: Message, waiti
 
     from .conftest import make_user
 
+    Topic.objects.filter(name="orders").update(alarm_webhooks=[{"url": HOOK, "format": "generic"}])
     job = BulkJob.objects.create(kind="redrive", filter={"topic": "orders"}, actor="user:ada", biz_ids=None)
     archived = add_message("orders", Status.SUCCESS, data='{"old":1}')
     archive_messages([archived.id])
@@ -178,6 +180,9 @@ WRITES: list[tuple[str, Any, dict[str, str], Any]] = [
      ADMINS, lambda w: Topic.objects.get(name="orders").retry_count == 7),
     ("topic-pause", lambda w: ("/topics/orders/pause/", {"paused": "1"}), ADMINS,
      lambda w: Topic.objects.get(name="orders").paused),
+    # No host is allowed in the test settings: the test alarm fails before any connection.
+    ("topic-alarm-test", lambda w: ("/topics/orders/alarm-test/", {"url": HOOK}), ADMINS,
+     lambda w: AuditEntry.objects.filter(action="topic.alarm_test").exists()),
     ("biz-create", lambda w: ("/biz/", {"name": "logistics", "title": "Logistics"}), ADMINS,
      lambda w: Biz.objects.filter(name="logistics").exists()),
     ("biz-edit", lambda w: (f"/biz/{w['shop']}/", {"title": "Web shop"}), ADMINS,

@@ -62,6 +62,7 @@ class Migration(migrations.Migration):
                 ('timeout_seconds', models.PositiveIntegerField(default=60)),
                 ('retention_days', models.PositiveIntegerField(default=7)),
                 ('alarm_emails', models.JSONField(blank=True, default=list)),
+                ('alarm_webhooks', models.JSONField(blank=True, default=list)),
                 ('backlog_alarm_threshold', models.PositiveIntegerField(blank=True, null=True)),
                 ('paused', models.BooleanField(default=False)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),

@@ -1,0 +1,68 @@
+"""A topic's alarm webhook targets: where its alarms are posted besides e-mail, and in which
+message format. Stored on the topic as [{"url", "format"}]; delivered by
+messages/services/alarm_webhooks.py."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+
+from mqcenter.core.errors import InvalidRequest
+from mqcenter.core.outbound import outbound_url_check
+
+# generic: the alarm's fields as JSON; the others as the chat tool's incoming-webhook bot
+# expects them.
+WEBHOOK_FORMATS = ("generic", "slack", "dingtalk", "wecom")
+MAX_WEBHOOKS = 10
+
+
+def webhook_url_check(*, url: Any, field: str) -> str:
+    """`url` if alarms may be posted to it: http(s) and a host in MQ_ALARM_WEBHOOK_HOSTS."""
+    return outbound_url_check(
+        url=url,
+        allowed=settings.MQ_ALARM_WEBHOOK_HOSTS,
+        setting="MQ_ALARM_WEBHOOK_HOSTS",
+        field=field,
+        what="webhook URL",
+    )
+
+
+def webhooks_validate(*, targets: Any, field: str = "alarm_webhooks") -> list[dict[str, str]]:
+    """The targets as stored ([{"url", "format"}]), or InvalidRequest naming the first bad
+    field (`alarm_webhooks[1].url`). An empty list removes every target."""
+    if not isinstance(targets, list):
+        raise InvalidRequest(f"{field} must be a list.", details={"field": field})
+    if len(targets) > MAX_WEBHOOKS:
+        raise InvalidRequest(
+            f"At most {MAX_WEBHOOKS} webhook targets per topic.", details={"field": field}
+        )
+    clean: list[dict[str, str]] = []
+    for index, target in enumerate(targets):
+        where = f"{field}[{index}]"
+        if not isinstance(target, dict):
+            raise InvalidRequest(
+                f"{where} must be an object with url and format.", details={"field": where}
+            )
+        fmt = target.get("format", "generic")
+        if fmt not in WEBHOOK_FORMATS:
+            raise InvalidRequest(
+                f"{where}.format must be one of {', '.join(WEBHOOK_FORMATS)}.",
+                details={"field": f"{where}.format"},
+            )
+        try:
+            url = webhook_url_check(url=target.get("url"), field=f"{where}.url")
+        except InvalidRequest as exc:  # say which target: a form shows only the message
+            raise InvalidRequest(f"{where}.url: {exc.message}", details=exc.details) from exc
+        if any(t["url"] == url for t in clean):
+            raise InvalidRequest(f"{where}.url is listed twice.", details={"field": f"{where}.url"})
+        clean.append({"url": url, "format": fmt})
+    return clean
+
+
+def webhook_url_masked(url: str) -> str:
+    """The URL without its path and query, where chat tools put the bot's secret: what
+    anyone but the topic's admins is shown."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}/…" if parts.path.strip("/") or parts.query else url
