@@ -24,8 +24,10 @@ ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 409, 503)}
 CREATE_FIELDS = {"group", "start", *subscriptions.GROUP_SETTINGS}
 
 GroupStatusSerializer = inline_serializer("GroupStatus", {
-    "topic": serializers.CharField(), "group": serializers.CharField(), "mode": serializers.CharField(),
-    "paused": serializers.BooleanField(), "max_in_flight": serializers.IntegerField(allow_null=True),
+    "topic": serializers.CharField(), "group": serializers.CharField(),
+    "subscribed": serializers.BooleanField(help_text="false: messages are sent to it by name only; publishes do not copy"
+                                           " to it until a consumer or an operator subscribes it"),
+    "mode": serializers.CharField(), "paused": serializers.BooleanField(), "max_in_flight": serializers.IntegerField(allow_null=True),
     "rate_per_second": serializers.FloatField(allow_null=True), "key_concurrency": serializers.IntegerField(),
     "backlog": serializers.IntegerField(), "in_flight": serializers.IntegerField(),
     "dead": serializers.IntegerField(), "oldest_age_seconds": serializers.FloatField(allow_null=True),

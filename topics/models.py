@@ -72,14 +72,18 @@ class Topic(models.Model):
 
 
 class TopicGroup(models.Model):
-    """A consumer group of a topic: a subscription. Messages published to the topic (produced
-    without a group) get one copy per group. Its row is also the lock under which serial and
-    sharded claims, and claims of a group with flow control, decide one at a time."""
+    """A consumer group of a topic. A subscribed group gets one copy of every message published
+    to the topic (produced without a group); a group only messages were sent to by name
+    (point-to-point, or `default` of a topic nobody subscribed to) has a row too, so that its
+    backlog is counted and shown, but gets no copies until a consumer or an operator subscribes
+    it. Its row is also the lock under which serial and sharded claims, and claims of a group
+    with flow control, decide one at a time."""
 
     topic = models.ForeignKey(Topic, on_delete=models.CASCADE, related_name="groups")
     name = models.CharField(max_length=200, validators=[name_validator])
     mode = models.CharField(max_length=16, choices=DeliveryMode.choices, default=DeliveryMode.QUEUE)
     created_at = models.DateTimeField(auto_now_add=True)
+    subscribed = models.BooleanField(default=True)
     # Flow control, enforced by the claim under this row's lock (messages/services/claims/gate.py).
     paused = models.BooleanField(default=False)
     max_in_flight = models.PositiveIntegerField(null=True, blank=True)  # RUNNING at once; None: no limit

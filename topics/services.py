@@ -18,7 +18,7 @@ from registry.wakeups import wakeup_hub
 from topics.cache import topic_cache
 from topics.locks import lock_topic
 from topics.models import ApiToken, Biz, DeliveryMode, Topic, TopicGroup
-from topics.webhooks import webhooks_validate
+from topics.webhooks import webhook_url_masked, webhooks_validate
 
 DEFAULT_GROUP = "default"
 TOPIC_FIELDS = (
@@ -91,7 +91,7 @@ def topic_create(
             topic.save()
             for group in groups or []:
                 TopicGroup.objects.create(topic=topic, name=group["group"], mode=group.get("mode", DeliveryMode.QUEUE))
-            audit_record(actor=actor, action="topic.create", target=topic, after=topic_snapshot(topic))
+            audit_record(actor=actor, action="topic.create", target=topic, after=_audited(topic_snapshot(topic)))
     except IntegrityError as exc:
         raise Conflict(f"Topic {name!r} already exists.", details={"field": "topic"}) from exc
     return topic
@@ -118,10 +118,11 @@ def topic_update(
             lock_topic(topic.pk, share=False)  # added groups subscribe from now (topics/locks.py)
         for group in groups or []:
             TopicGroup.objects.update_or_create(
-                topic=topic, name=group["group"], defaults={"mode": group.get("mode", DeliveryMode.QUEUE)}
+                topic=topic, name=group["group"],
+                defaults={"mode": group.get("mode", DeliveryMode.QUEUE), "subscribed": True},
             )
         after = topic_snapshot(topic)
-        audit_record(actor=actor, action="topic.update", target=topic, before=before, after=after)
+        audit_record(actor=actor, action="topic.update", target=topic, before=_audited(before), after=_audited(after))
         if before["paused"] and not topic.paused:  # waiting pulls need not wait out their fallback
             pairs = [(topic.name, group["group"]) for group in after["groups"]]
             transaction.on_commit(lambda: wakeup_hub().publish(pairs))
@@ -149,7 +150,7 @@ def topic_delete(*, actor: str, topic: Topic) -> None:
     its messages and history first). Refused while it still has live messages."""
     topic_require_drained(topic=topic)
     with transaction.atomic():
-        audit_record(actor=actor, action="topic.delete", target=topic, before=topic_snapshot(topic))
+        audit_record(actor=actor, action="topic.delete", target=topic, before=_audited(topic_snapshot(topic)))
         topic.delete()
 
 
@@ -158,6 +159,13 @@ def topic_snapshot(topic: Topic) -> dict[str, Any]:
     data["biz"] = topic.biz.name if topic.biz_id else None
     data["groups"] = [{"group": g.name, "mode": g.mode} for g in topic.groups.all()]
     return data
+
+
+def _audited(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """A topic's settings as the audit log keeps them: webhook URLs without the secrets chat
+    tools put in their path and query."""
+    hooks = snapshot.get("alarm_webhooks") or []
+    return {**snapshot, "alarm_webhooks": [{**h, "url": webhook_url_masked(h["url"])} for h in hooks]}
 
 
 def topics_for_produce(*, principal: Principal, names: Iterable[str], auto_create: bool) -> dict[str, Topic]:
@@ -201,36 +209,55 @@ def topic_get(name: str) -> Topic:
 
 
 def group_subscribe(*, topic: Topic, name: str) -> TopicGroup:
-    """The group row, subscribed from `latest` the first time a consumer names it
-    (MQ_AUTO_CREATE_GROUPS); NotFound when groups are not created on demand.
+    """The group a consumer names, subscribed from `latest` the first time (with
+    MQ_AUTO_CREATE_GROUPS; NotFound for a group that does not exist when groups are not
+    created on demand, and a group only addressed by name stays unsubscribed then).
 
-    Created under the topic's exclusive lock, as every group is (topics/locks.py)."""
+    Subscribed under the topic's exclusive lock, as every group is (topics/locks.py)."""
     group = TopicGroup.objects.filter(topic=topic, name=name).first()
-    if group is not None:
+    if group is not None and (group.subscribed or not django_settings.MQ_AUTO_CREATE_GROUPS):
         return group
-    if not django_settings.MQ_AUTO_CREATE_GROUPS:
+    if group is None and not django_settings.MQ_AUTO_CREATE_GROUPS:
         raise NotFound(f"Group {name!r} of topic {topic.name!r} does not exist.", details={"group": name})
     try:
         with transaction.atomic():
             lock_topic(topic.pk, share=False)
-            group, _ = TopicGroup.objects.get_or_create(topic=topic, name=name)
+            group, created = TopicGroup.objects.get_or_create(topic=topic, name=name)
+            if not created and not group.subscribed:
+                group.subscribed = True
+                group.save(update_fields=["subscribed"])
             return group
     except IntegrityError:  # another request added it first
         return TopicGroup.objects.get(topic=topic, name=name)
 
 
-def groups_require_addressable(*, topic: Topic, names: Iterable[str]) -> None:
-    """A message sent to a named group (point-to-point, a move, a redrive) does not subscribe
-    that group: groups are created explicitly or by their consumers. With groups created on
-    demand any name will do; otherwise each must exist (NotFound, before anything is written)."""
-    if django_settings.MQ_AUTO_CREATE_GROUPS:
+def groups_address(*, topic: Topic, names: Iterable[str], required: bool = True) -> None:
+    """The groups messages are sent to by name (point-to-point, a move, a redrive, or `default`
+    keeping a topic's publishes while nobody subscribes): a row each, so that their backlog is
+    counted, but not subscribed (publishes do not copy to them; only a consumer or an operator
+    subscribes a group). A group not yet known is added when groups are created on demand or
+    `required` is off, else NotFound (before anything is written). An unsubscribed row changes
+    no publish, so no topic lock is taken."""
+    rows = getattr(topic, "group_rows", None)
+    unknown = set(names) - (rows.keys() if rows is not None else set())
+    if not unknown:
         return
-    unknown = set(names) - getattr(topic, "group_rows", {}).keys()
-    if unknown:  # the topic may be cached from before the group, or not list its groups
-        unknown -= set(TopicGroup.objects.filter(topic=topic, name__in=unknown).values_list("name", flat=True))
-    if unknown:
+    for group in TopicGroup.objects.filter(topic=topic, name__in=unknown):  # cached before the group
+        unknown.discard(group.name)
+        if rows is not None:
+            rows[group.name] = group
+    if unknown and required and not django_settings.MQ_AUTO_CREATE_GROUPS:
         name = min(unknown)
         raise NotFound(f"Group {name!r} of topic {topic.name!r} does not exist.", details={"group": name})
+    for name in sorted(unknown):
+        try:
+            with transaction.atomic():
+                group, _ = TopicGroup.objects.get_or_create(topic=topic, name=name, defaults={"subscribed": False})
+        except IntegrityError:  # another request added it first
+            group = TopicGroup.objects.get(topic=topic, name=name)
+        if rows is not None:
+            group.topic = topic
+            rows[name] = group
 
 
 # Per process, when each group's `last_pull_at` was last written: at most every few seconds.

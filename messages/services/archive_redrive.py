@@ -31,7 +31,7 @@ from mqcenter.core.errors import InvalidRequest, MQError
 from registry.wakeups import wakeup_hub
 from topics.cache import topic_cache
 from topics.models import Topic
-from topics.services import groups_require_addressable
+from topics.services import groups_address
 
 ARCHIVE_REDRIVE_BATCH = 500
 
@@ -157,7 +157,7 @@ def _missing(topic: Topic | None, group: str) -> str | None:
     if topic is None:
         return "topic_deleted"
     try:
-        groups_require_addressable(topic=topic, names=[group])  # as for a produce naming it
+        groups_address(topic=topic, names=[group])  # as for a produce naming it
     except MQError:
         return "group_deleted"  # and groups are not created on demand (MQ_AUTO_CREATE_GROUPS)
     return None

@@ -35,7 +35,7 @@ from mqcenter.core.errors import InvalidRequest
 from registry.wakeups import wakeup_hub
 from topics.locks import lock_topic
 from topics.models import Topic
-from topics.services import groups_require_addressable, topic_get, topic_require_biz
+from topics.services import groups_address, topic_get, topic_require_biz
 
 MOVED_FROM = "mq-moved-from"
 MOVE_BATCH = 500
@@ -44,10 +44,11 @@ MOVABLE = (Status.NEW, Status.FAIL, Status.TIMEOUT, Status.EXPIRED)
 
 def move_target(*, principal: Principal, to_topic: str, to_group: str) -> Topic:
     """The target topic (404 when unknown, 403 outside the principal's business lines); a
-    `to_group` it does not have is fine when groups are created on demand, as for a produce."""
+    `to_group` it does not have is added unsubscribed when groups are created on demand, as for
+    a produce naming it."""
     topic = topic_get(to_topic)
     topic_require_biz(principal, topic)
-    groups_require_addressable(topic=topic, names=[to_group])
+    groups_address(topic=topic, names=[to_group])
     return topic
 
 

@@ -24,7 +24,7 @@ from mqcenter.core.errors import Forbidden, InvalidRequest
 from registry.wakeups import wakeup_hub
 from topics.locks import lock_topic, subscribed_groups
 from topics.models import Topic
-from topics.services import DEFAULT_GROUP, groups_require_addressable, topics_for_produce
+from topics.services import DEFAULT_GROUP, groups_address, topics_for_produce
 
 logger = logging.getLogger(__name__)
 
@@ -115,9 +115,9 @@ def messages_produce(*, principal: Principal, items: list[ProduceItem]) -> list[
                 f"This token has no produce scope for topic {item.topic!r}.",
                 details={"field": f"messages[{index}].topic", "topic": item.topic},
             )
-    # Topics first, each addition committed on its own: the message transaction stays short,
-    # and an auto-created topic with no messages yet is harmless. A group a message names is
-    # not subscribed by it (only its consumers or an operator subscribe a group).
+    # Topics and the groups messages name first, each addition committed on its own: the
+    # message transaction stays short, and an added topic or group with no messages yet is
+    # harmless. A group a message names is not subscribed by it (groups_address).
     topics = topics_for_produce(
         principal=principal, names={item.topic for item in items}, auto_create=settings.MQ_AUTO_CREATE_TOPICS
     )
@@ -126,7 +126,7 @@ def messages_produce(*, principal: Principal, items: list[ProduceItem]) -> list[
         if not _is_publish(item):
             named[item.topic].add(item.group)  # type: ignore[arg-type]
     for name, groups in named.items():
-        groups_require_addressable(topic=topics[name], names=groups)
+        groups_address(topic=topics[name], names=groups)
     published = {item.topic for item in items if _is_publish(item)}
     # A batch of named groups that fits in one INSERT is atomic and, committed on its own
     # (autocommit), as durable as a transaction: it skips START TRANSACTION and COMMIT. A
@@ -148,6 +148,9 @@ def messages_produce(*, principal: Principal, items: list[ProduceItem]) -> list[
             if attempt < DEDUP_RACE_RETRIES:
                 continue
             raise
+        for name, copies_to in subscribed.items():
+            if copies_to == [DEFAULT_GROUP]:  # the topic had no subscriber: `default` keeps them
+                groups_address(topic=topics[name], names=copies_to, required=False)
         # Wake hints only after the commit: no pull may look before the rows are there.
         if connection.in_atomic_block:
             transaction.on_commit(lambda pairs=woken: wakeup_hub().publish(pairs))  # type: ignore[misc]

@@ -72,9 +72,13 @@ def group_create(
     settings_in = _validated({"mode": mode, **(limits or {})})
     with transaction.atomic():
         lock_topic(topic.pk, share=False)
-        if TopicGroup.objects.filter(topic=topic, name=name).exists():
+        # A group messages were only sent to by name is subscribed now, keeping its messages.
+        group = TopicGroup.objects.filter(topic=topic, name=name).first() or TopicGroup(topic=topic, name=name)
+        if group.pk is not None and group.subscribed:
             raise Conflict(f"Group {name!r} of topic {topic.name!r} already exists.", details={"field": "group"})
-        group = TopicGroup(topic=topic, name=name, **settings_in)
+        group.subscribed = True
+        for field, value in settings_in.items():
+            setattr(group, field, value)
         if group.rate_per_second is not None:
             group.rate_tokens, group.rate_refilled_at = bucket_size(group.rate_per_second), timezone.now()
         group.save()
@@ -194,7 +198,7 @@ def group_status(*, topic: Topic, group: TopicGroup) -> dict[str, Any]:
     oldest = scope.filter(status=Status.NEW, effect_time__lte=now).order_by("effect_time").values_list(
         "effect_time", flat=True).first()
     return {
-        "topic": topic.name, "group": group.name, "mode": group.mode, **_limits(group),
+        "topic": topic.name, "group": group.name, "subscribed": group.subscribed, "mode": group.mode, **_limits(group),
         "backlog": counts.get(Status.NEW, 0),
         "in_flight": counts.get(Status.RUNNING, 0),
         "dead": sum(counts.get(s, 0) for s in DEAD_STATUSES),

@@ -52,7 +52,8 @@ def test_a_topic_without_groups_keeps_its_publishes_in_default_without_subscribi
     Topic.objects.create(name="orders.bare", biz=shop)
     [entry] = produce(producer_api, {"topic": "orders.bare", "data": 1})
     assert entry["group"] == "default"
-    assert not TopicGroup.objects.filter(topic__name="orders.bare").exists()
+    assert list(TopicGroup.objects.filter(topic__name="orders.bare").values_list("name", "subscribed")) == [
+        ("default", False)]
     assert admin_api.post("/api/v1/topics/orders.bare/groups", {"group": "billing"}).status_code == 201
     [entry] = produce(producer_api, {"topic": "orders.bare", "data": 2})
     assert entry["group"] == "billing"
@@ -63,7 +64,23 @@ def test_a_message_sent_to_a_named_group_does_not_subscribe_it(producer_api, ord
     produce(producer_api, {"topic": "orders", "data": 1, "group": "retries"})
     produce(producer_api, {"topic": "orders", "data": 2})
     assert copies() == {"retries": ["1"], "audit": ["2"], "billing": ["2"]}
-    assert not TopicGroup.objects.filter(name="retries").exists()
+    assert TopicGroup.objects.get(name="retries").subscribed is False
+
+
+def test_a_consumer_subscribes_a_group_messages_were_sent_to_and_keeps_them(producer_api, consumer_api, orders):
+    produce(producer_api, {"topic": "orders", "data": 1, "group": "retries"})
+    assert [m["data"] for m in pull(consumer_api, "orders", group="retries")] == [1]
+    produce(producer_api, {"topic": "orders", "data": 2})
+    assert copies()["retries"] == ["1", "2"]
+    assert TopicGroup.objects.get(name="retries").subscribed is True
+
+
+def test_creating_a_group_messages_were_sent_to_subscribes_it(admin_api, producer_api, orders):
+    produce(producer_api, {"topic": "orders", "data": 1, "group": "retries"})
+    response = admin_api.post("/api/v1/topics/orders/groups", {"group": "retries"})
+    assert response.status_code == 201, response.content
+    assert response.json()["subscribed"] is True and response.json()["backlog"] == 1
+    expect_error(admin_api.post("/api/v1/topics/orders/groups", {"group": "retries"}), 409, "conflict")
 
 
 @override_settings(MQ_AUTO_CREATE_GROUPS=False)
@@ -73,7 +90,7 @@ def test_without_auto_creation_a_publish_is_stored_and_a_message_to_an_unknown_g
     response = producer_api.post("/api/v1/messages", {"messages": [{"topic": "orders.bare", "data": 2, "group": "x"}]})
     expect_error(response, 404, "not_found")
     assert copies("orders.bare") == {"default": ["1"]}
-    assert not TopicGroup.objects.exists()
+    assert list(TopicGroup.objects.values_list("name", "subscribed")) == [("default", False)]
 
 
 def test_dedup_keys_hold_per_copy(producer_api, orders):

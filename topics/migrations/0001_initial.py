@@ -80,6 +80,7 @@ class Migration(migrations.Migration):
                 ('name', models.CharField(max_length=200, validators=[django.core.validators.RegexValidator('^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$', 'Use letters, digits and _.:- (1-200 chars).')])),
                 ('mode', models.CharField(choices=[('queue', 'Queue'), ('serial', 'Serial'), ('sharded', 'Sharded')], default='queue', max_length=16)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('subscribed', models.BooleanField(default=True)),
                 ('paused', models.BooleanField(default=False)),
                 ('max_in_flight', models.PositiveIntegerField(blank=True, null=True)),
                 ('rate_per_second', models.FloatField(blank=True, null=True)),

@@ -39,8 +39,9 @@ def messages_claim(*, principal: Principal, topic: str, group: str, consumer: st
     topic_require_biz(principal, topic_row)
     now = timezone.now()
     topic_group = topic_row.group_rows.get(group)  # type: ignore[attr-defined]
-    if topic_group is None:
-        topic_group = group_subscribe(topic=topic_row, name=group)
+    if topic_group is None or (not topic_group.subscribed and settings.MQ_AUTO_CREATE_GROUPS):
+        topic_group = group_subscribe(topic=topic_row, name=group)  # a consumer subscribes its group
+        topic_row.group_rows[group] = topic_group  # type: ignore[attr-defined]
     if topic_row.paused or topic_group.paused:
         # Look again once this process's view of the topic may have changed: a resume wakes
         # waiting pulls, but another process's cache may still say paused for that long.
