@@ -106,6 +106,7 @@ def message_full(message: Message) -> dict[str, Any]:
     return {
         **message_delivery(message),
         "status": message.status,
+        "priority": message.priority,
         "dedup_key": message.dedup_key,
         "lease_owner": message.lease_owner,
         "last_log": message.last_log,
@@ -151,6 +152,10 @@ class ProduceMessageSerializer(serializers.Serializer):
     timeout_seconds = serializers.IntegerField(min_value=1, max_value=7 * 86400, required=False, allow_null=True)
     dedup_key = serializers.CharField(max_length=200, required=False, allow_null=True)
     broadcast = serializers.BooleanField(required=False, default=False)
+    priority = serializers.IntegerField(
+        min_value=0, max_value=9, required=False, default=4,
+        help_text="Queue groups deliver higher priorities first; serial and sharded groups keep id order.",
+    )
 
 
 class ProduceRequestSerializer(serializers.Serializer):
@@ -256,6 +261,7 @@ class MessageSerializer(serializers.Serializer):
     key = serializers.CharField(allow_null=True)
     headers = serializers.DictField(child=serializers.CharField())
     status = serializers.ChoiceField(choices=Status.values)
+    priority = serializers.IntegerField()
     effect_time = serializers.DateTimeField()
     retry_remaining = serializers.IntegerField()
     attempt = serializers.IntegerField()
@@ -301,6 +307,7 @@ class MessageFilterSerializer(serializers.Serializer):
     status = serializers.ListField(child=serializers.ChoiceField(choices=Status.values), required=False)
     key = serializers.CharField(required=False)
     id = serializers.IntegerField(required=False)
+    priority = serializers.IntegerField(min_value=0, max_value=9, required=False)
     added_after = serializers.DateTimeField(required=False)
     added_before = serializers.DateTimeField(required=False)
     text = serializers.CharField(required=False)

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 
+from messages.models import DEFAULT_PRIORITY, MAX_PRIORITY
 from messages.services import AckResult, ProduceItem, data_text
 from messages.services.operations import data_size_check
 from mqcenter.core.dates import parse_iso_datetime
@@ -32,7 +33,7 @@ MAX_IDS = 1000
 MISSING = object()
 PRODUCE_FIELDS = {
     "topic", "data", "group", "key", "headers", "delay_seconds", "effect_time",
-    "retry_count", "timeout_seconds", "dedup_key", "broadcast",
+    "retry_count", "timeout_seconds", "dedup_key", "broadcast", "priority",
 }
 
 
@@ -155,6 +156,7 @@ def produce_item(item: Any, path: str) -> ProduceItem:
         ),
         dedup_key=_optional(item, "dedup_key", path, lambda v, f: text(v, f, MAX_DEDUP_LENGTH)),
         broadcast=broadcast,
+        priority=integer(item.get("priority", DEFAULT_PRIORITY), f"{path}.priority", 0, MAX_PRIORITY),
     )
 
 

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 
 from messages import selectors, services, validation
 from messages.filters import MessageFilter
-from messages.models import BulkJob, Message, Status
+from messages.models import MAX_PRIORITY, BulkJob, Message, Status
 from mqcenter.console import (
     datetime_local,
     htmx_redirect,
@@ -28,7 +28,7 @@ from mqcenter.core.roles import console_principal, console_view
 from mqcenter.models import ConsoleRole
 from topics.models import Topic
 
-FILTER_FIELDS = ("topic", "group", "status", "key", "id", "added_after", "added_before", "text")
+FILTER_FIELDS = ("topic", "group", "status", "priority", "key", "id", "added_after", "added_before", "text")
 STATUS_CHOICES = [("", "any status"), ("NEW", "NEW"), ("RUNNING", "RUNNING"), ("SUCCESS", "SUCCESS"),
                   ("FAIL", "FAIL"), ("TIMEOUT", "TIMEOUT"), ("FAIL,TIMEOUT", "dead (FAIL or TIMEOUT)"),
                   ("PREPARED", "PREPARED"), ("CANCELLED", "CANCELLED")]
@@ -81,6 +81,7 @@ def message_list(request: HttpRequest) -> HttpResponse:
         error, flt = exc.message, MessageFilter()
     context = {
         "rows": rows, "params": params, "error": error, "status_choices": STATUS_CHOICES,
+        "priorities": [str(p) for p in range(MAX_PRIORITY, -1, -1)],
         "older_url": query_string(params, cursor=next_cursor) if next_cursor else None,
         "newest_url": query_string(params) if request.GET.get("cursor") else None,
         "filtered": not flt.is_empty(),

@@ -115,6 +115,7 @@ class BatchingProducer:
         dedup_key: str | None = None,
         headers: Mapping[str, str] | None = None,
         broadcast: bool = False,
+        priority: int | None = None,
         callback: Callback | None = None,
     ) -> Future[ProducedMessage]:
         """Queue one message; the future resolves to its receipt once the broker committed.
@@ -133,6 +134,7 @@ class BatchingProducer:
             timeout=timeout,
             dedup_key=dedup_key,
             headers=headers,
+            priority=priority,
             broadcast=broadcast,
             auto_dedup=self.auto_dedup,
         )

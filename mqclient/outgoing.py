@@ -29,6 +29,7 @@ MESSAGE_FIELDS = frozenset(
         "dedup_key",
         "headers",
         "broadcast",
+        "priority",
     }
 )
 
@@ -78,6 +79,7 @@ def build_message(
     headers: Mapping[str, str] | None = None,
     broadcast: bool = False,
     auto_dedup: bool = True,
+    priority: int | None = None,
 ) -> OutgoingMessage:
     """Build the API body of one message; only set fields are sent so topic defaults apply."""
     if broadcast and group is not None:
@@ -96,6 +98,8 @@ def build_message(
         body["headers"] = {str(name): str(value) for name, value in headers.items()}
     if broadcast:
         body["broadcast"] = True
+    if priority is not None:
+        body["priority"] = int(priority)
     sdk_key = dedup_key is None and auto_dedup
     final_key = new_dedup_key() if sdk_key else dedup_key
     if final_key is not None:

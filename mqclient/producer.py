@@ -76,11 +76,13 @@ class Producer:
         timeout: int | None = None,
         dedup_key: str | None = None,
         headers: Mapping[str, str] | None = None,
+        priority: int | None = None,
     ) -> ProducedMessage:
         """Store one message and return its receipt (``.id``).
 
         ``delay`` is seconds, a ``timedelta`` or an absolute ``datetime``; ``timeout`` is the
-        message's execution timeout in seconds (its lease derives from it).
+        message's execution timeout in seconds (its lease derives from it). ``priority`` is 0-9
+        (the broker's default 4): a queue group delivers higher priorities first.
         """
         out = build_message(
             topic,
@@ -92,6 +94,7 @@ class Producer:
             timeout=timeout,
             dedup_key=dedup_key,
             headers=headers,
+            priority=priority,
             auto_dedup=self.auto_dedup,
         )
         return self._send([out])[0]
@@ -121,6 +124,7 @@ class Producer:
         timeout: int | None = None,
         dedup_key: str | None = None,
         headers: Mapping[str, str] | None = None,
+        priority: int | None = None,
     ) -> list[ProducedMessage]:
         """Store one copy for every group of the topic; returns one receipt per copy."""
         out = build_message(
@@ -132,6 +136,7 @@ class Producer:
             timeout=timeout,
             dedup_key=dedup_key,
             headers=headers,
+            priority=priority,
             broadcast=True,
             auto_dedup=self.auto_dedup,
         )

@@ -15,7 +15,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from messages import sql
-from messages.models import Message, Status
+from messages.models import DEFAULT_PRIORITY, Message, Status
 from messages.sql import insert_statements, insert_values
 from mqcenter.core import metrics
 from mqcenter.core.auth import Principal
@@ -51,6 +51,7 @@ class ProduceItem:
     timeout_seconds: int | None = None
     dedup_key: str | None = None
     broadcast: bool = False  # the same as no group: one copy per subscribed group
+    priority: int = DEFAULT_PRIORITY
 
 
 @dataclass(slots=True)  # not frozen, as ProduceItem
@@ -91,6 +92,7 @@ class NewMessage(NamedTuple):
     update_time: datetime
     producer: str
     publish_id: int | None
+    priority: int = DEFAULT_PRIORITY
 
 
 @retry_on_lock_conflict
@@ -239,7 +241,7 @@ def _message_row(
         retry_remaining=topic.retry_count if item.retry_count is None else item.retry_count, attempt=0,
         timeout_seconds=topic.timeout_seconds if item.timeout_seconds is None else item.timeout_seconds,
         dedup_key=item.dedup_key, last_log="", add_time=now, update_time=now, producer=producer,
-        publish_id=publish_id,
+        publish_id=publish_id, priority=item.priority,
     )
 
 

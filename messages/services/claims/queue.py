@@ -15,14 +15,16 @@ def claim_queue(
     group_pk: int, topic: str, group: str, *, consumer: str, rank: tuple[int | None, int | None], limit: int,
     now: datetime, gated: bool,
 ) -> Claim:
-    """The group's oldest deliverable messages in (effect_time, id) order, skipping rows
-    other claimers hold. `gated`: the group has flow control, decided under its row lock."""
+    """The group's deliverable messages, highest priority first and then in (effect_time, id)
+    order, skipping rows other claimers hold. `gated`: the group has flow control, decided under its row lock."""
     with sql.short_transaction():
         gate = gate_open(group_pk, topic, group, limit=limit, now=now) if gated else None
         if gate is not None and gate.limit == 0:
             return Claim([], gate.retry_at)
-        rows = sql.claimable_rows(topic, group, now, gate.limit if gate else limit, lock=True)
+        rows = sql.claimable_rows(topic, group, now, gate.limit if gate else limit, lock=True,
+                                  by_priority=True)
         leased = lifecycle.lease(rows, consumer=consumer, rank=rank, now=now) if rows else []
+        leased.sort(key=lambda m: (-m.priority, m.effect_time, m.id))  # handed over in claim order
         if gate is not None:
             gate_spend(group_pk, gate, len(leased), now)
         return Claim(leased, None)
