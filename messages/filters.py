@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db.models import Model, Q, QuerySet
 
-from messages.models import MAX_PRIORITY, Message, Status
+from messages.models import DEAD_STATUSES, MAX_PRIORITY, Message, Status
 from mqcenter.core.auth import Principal
 from mqcenter.core.dates import parse_iso_datetime
 from mqcenter.core.errors import InvalidRequest
@@ -133,4 +133,4 @@ def _require_json_types(raw: dict[str, Any], field_prefix: str) -> None:
 
 
 def dead_letter_q() -> Q:
-    return Q(status__in=[Status.FAIL, Status.TIMEOUT])
+    return Q(status__in=DEAD_STATUSES)

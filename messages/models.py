@@ -66,6 +66,8 @@ class Message(models.Model):
     # 0-9: a queue claim delivers a group's higher priorities first (serial and sharded
     # groups keep id order).
     priority = models.SmallIntegerField(default=DEFAULT_PRIORITY)
+    # Not delivered by then: EXPIRED (a dead letter), set by the claim or the expiry sweep.
+    expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "mq_message"
@@ -86,6 +88,9 @@ class Message(models.Model):
             models.Index(fields=["status", "id"], name="ix_msg_status"),
             # topic filters in keyset order (console and search without a group).
             models.Index(fields=["topic", "id"], name="ix_msg_topic"),
+            # the expiry sweep: NEW rows whose expires_at has passed (NULLs sort first, so
+            # messages without an expiry are outside the range).
+            models.Index(fields=["status", "expires_at"], name="ix_msg_expiry"),
         ]
         constraints = [
             models.UniqueConstraint(
@@ -244,6 +249,7 @@ class MessageArchive(models.Model):
     pulled_total = models.IntegerField(null=True, blank=True)
     publish_id = models.BigIntegerField(null=True, blank=True)
     priority = models.SmallIntegerField(default=DEFAULT_PRIORITY)
+    expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "mq_message_archive"

@@ -107,6 +107,7 @@ def message_full(message: Message) -> dict[str, Any]:
         **message_delivery(message),
         "status": message.status,
         "priority": message.priority,
+        "expires_at": message.expires_at,
         "dedup_key": message.dedup_key,
         "lease_owner": message.lease_owner,
         "last_log": message.last_log,
@@ -152,6 +153,12 @@ class ProduceMessageSerializer(serializers.Serializer):
     timeout_seconds = serializers.IntegerField(min_value=1, max_value=7 * 86400, required=False, allow_null=True)
     dedup_key = serializers.CharField(max_length=200, required=False, allow_null=True)
     broadcast = serializers.BooleanField(required=False, default=False)
+    ttl_seconds = serializers.FloatField(
+        min_value=0, required=False, allow_null=True, help_text="Not delivered within this: EXPIRED."
+    )
+    expires_at = serializers.DateTimeField(
+        required=False, allow_null=True, help_text="Not delivered by then: EXPIRED (a dead letter)."
+    )
     priority = serializers.IntegerField(
         min_value=0, max_value=9, required=False, default=4,
         help_text="Queue groups deliver higher priorities first; serial and sharded groups keep id order.",
@@ -262,6 +269,7 @@ class MessageSerializer(serializers.Serializer):
     headers = serializers.DictField(child=serializers.CharField())
     status = serializers.ChoiceField(choices=Status.values)
     priority = serializers.IntegerField()
+    expires_at = serializers.DateTimeField(allow_null=True)
     effect_time = serializers.DateTimeField()
     retry_remaining = serializers.IntegerField()
     attempt = serializers.IntegerField()

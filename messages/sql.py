@@ -110,6 +110,26 @@ def locked_by_id(ids: Iterable[int], attnames: Sequence[str]) -> list[Message]:
     return list(Message.objects.select_for_update().filter(id__in=ids).only(*attnames))
 
 
+def expirable_locked(ids: Iterable[int], now: datetime) -> list[Message]:
+    """Of these messages, the NEW ones past their expiry (id, attempt, status, expires_at),
+    locked for the caller's transaction; rows another transaction holds are skipped. Plain
+    SQL on MySQL/MariaDB: a claim's transaction there is not Django's `atomic`."""
+    ids = list(ids)
+    if not ids:
+        return []
+    attnames = ("id", "attempt", "status", "expires_at")
+    if is_mysql():
+        return _messages(
+            f"SELECT id, attempt, status, expires_at FROM mq_message WHERE id IN ({_id_list(ids)}) "  # noqa: S608 - integers only
+            "AND status = %s AND expires_at <= %s FOR UPDATE SKIP LOCKED",
+            [Status.NEW, connection.ops.adapt_datetimefield_value(now)], attnames,
+        )
+    return list(
+        Message.objects.select_for_update(skip_locked=True)
+        .filter(id__in=ids, status=Status.NEW, expires_at__lte=now).only(*attnames)
+    )
+
+
 def claim_select(*, by_priority: bool, lock: bool) -> str:
     """The MySQL/MariaDB claim query (parameters: topic, group, status, now, limit)."""
     index, order = ("ix_msg_priority", "priority DESC, effect_time, id") if by_priority else (

@@ -8,10 +8,11 @@ serializers describe, and name the failing field in API.md's notation.
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 
 from messages.models import DEFAULT_PRIORITY, MAX_PRIORITY
 from messages.services import AckResult, ProduceItem, data_text
@@ -33,7 +34,7 @@ MAX_IDS = 1000
 MISSING = object()
 PRODUCE_FIELDS = {
     "topic", "data", "group", "key", "headers", "delay_seconds", "effect_time",
-    "retry_count", "timeout_seconds", "dedup_key", "broadcast", "priority",
+    "retry_count", "timeout_seconds", "dedup_key", "broadcast", "priority", "ttl_seconds", "expires_at",
 }
 
 
@@ -142,6 +143,7 @@ def produce_item(item: Any, path: str) -> ProduceItem:
     effect_time = _optional(item, "effect_time", path, moment)
     if delay is not None and effect_time is not None:
         raise _fail(f"{path}.effect_time", "give effect_time or delay_seconds, not both.")
+    ttl, expires_at = _expiry(item, path, delay, effect_time)
     return ProduceItem(
         topic=topic,
         data=data,
@@ -157,7 +159,30 @@ def produce_item(item: Any, path: str) -> ProduceItem:
         dedup_key=_optional(item, "dedup_key", path, lambda v, f: text(v, f, MAX_DEDUP_LENGTH)),
         broadcast=broadcast,
         priority=integer(item.get("priority", DEFAULT_PRIORITY), f"{path}.priority", 0, MAX_PRIORITY),
+        ttl_seconds=ttl,
+        expires_at=expires_at,
     )
+
+
+def _expiry(
+    item: dict[str, Any], path: str, delay: float | None, effect_time: datetime | None
+) -> tuple[float | None, datetime | None]:
+    """`ttl_seconds` or `expires_at` (not both): an expiry in the future and after the
+    message comes due, or it could never be delivered."""
+    ttl = _optional(item, "ttl_seconds", path, lambda v, f: number(v, f, 0, MAX_DELAY_SECONDS))
+    expires_at = _optional(item, "expires_at", path, moment)
+    if ttl is None and expires_at is None:
+        return None, None
+    if ttl is not None and expires_at is not None:
+        raise _fail(f"{path}.expires_at", "give expires_at or ttl_seconds, not both.")
+    now = timezone.now()
+    field = f"{path}.ttl_seconds" if ttl is not None else f"{path}.expires_at"
+    expiry = now + timedelta(seconds=ttl) if ttl is not None else expires_at
+    if ttl == 0 or expiry <= now:  # type: ignore[operator]
+        raise _fail(field, "must lie in the future.")
+    if expiry <= (effect_time or now + timedelta(seconds=delay or 0)):  # type: ignore[operator]
+        raise _fail(field, "must end after the message comes due (effect_time / delay_seconds).")
+    return ttl, expires_at
 
 
 def _optional(item: dict[str, Any], key: str, path: str, check: Any) -> Any:

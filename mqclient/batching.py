@@ -26,6 +26,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from mqclient.config import ClientConfig
@@ -116,6 +117,8 @@ class BatchingProducer:
         headers: Mapping[str, str] | None = None,
         broadcast: bool = False,
         priority: int | None = None,
+        ttl: float | timedelta | None = None,
+        expires_at: datetime | None = None,
         callback: Callback | None = None,
     ) -> Future[ProducedMessage]:
         """Queue one message; the future resolves to its receipt once the broker committed.
@@ -135,6 +138,8 @@ class BatchingProducer:
             dedup_key=dedup_key,
             headers=headers,
             priority=priority,
+            ttl=ttl,
+            expires_at=expires_at,
             broadcast=broadcast,
             auto_dedup=self.auto_dedup,
         )

@@ -30,6 +30,8 @@ MESSAGE_FIELDS = frozenset(
         "headers",
         "broadcast",
         "priority",
+        "ttl",
+        "expires_at",
     }
 )
 
@@ -80,6 +82,8 @@ def build_message(
     broadcast: bool = False,
     auto_dedup: bool = True,
     priority: int | None = None,
+    ttl: float | timedelta | None = None,
+    expires_at: datetime | None = None,
 ) -> OutgoingMessage:
     """Build the API body of one message; only set fields are sent so topic defaults apply."""
     if broadcast and group is not None:
@@ -100,6 +104,10 @@ def build_message(
         body["broadcast"] = True
     if priority is not None:
         body["priority"] = int(priority)
+    if ttl is not None:
+        body["ttl_seconds"] = ttl.total_seconds() if isinstance(ttl, timedelta) else float(ttl)
+    if expires_at is not None:
+        body["expires_at"] = (expires_at if expires_at.tzinfo else expires_at.replace(tzinfo=UTC)).isoformat()
     sdk_key = dedup_key is None and auto_dedup
     final_key = new_dedup_key() if sdk_key else dedup_key
     if final_key is not None:

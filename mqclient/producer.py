@@ -9,6 +9,7 @@ gets a ``dedup_key`` before its first attempt when the caller did not give one.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 from mqclient.batching import BatchingProducer
@@ -77,12 +78,16 @@ class Producer:
         dedup_key: str | None = None,
         headers: Mapping[str, str] | None = None,
         priority: int | None = None,
+        ttl: float | timedelta | None = None,
+        expires_at: datetime | None = None,
     ) -> ProducedMessage:
         """Store one message and return its receipt (``.id``).
 
         ``delay`` is seconds, a ``timedelta`` or an absolute ``datetime``; ``timeout`` is the
         message's execution timeout in seconds (its lease derives from it). ``priority`` is 0-9
-        (the broker's default 4): a queue group delivers higher priorities first.
+        (the broker's default 4): a queue group delivers higher priorities first. ``ttl``
+        (seconds or a ``timedelta``) or ``expires_at`` (a ``datetime``): not delivered by
+        then, the message becomes an ``EXPIRED`` dead letter.
         """
         out = build_message(
             topic,
@@ -95,6 +100,8 @@ class Producer:
             dedup_key=dedup_key,
             headers=headers,
             priority=priority,
+            ttl=ttl,
+            expires_at=expires_at,
             auto_dedup=self.auto_dedup,
         )
         return self._send([out])[0]
@@ -125,6 +132,8 @@ class Producer:
         dedup_key: str | None = None,
         headers: Mapping[str, str] | None = None,
         priority: int | None = None,
+        ttl: float | timedelta | None = None,
+        expires_at: datetime | None = None,
     ) -> list[ProducedMessage]:
         """Store one copy for every group of the topic; returns one receipt per copy."""
         out = build_message(
@@ -137,6 +146,8 @@ class Producer:
             dedup_key=dedup_key,
             headers=headers,
             priority=priority,
+            ttl=ttl,
+            expires_at=expires_at,
             broadcast=True,
             auto_dedup=self.auto_dedup,
         )

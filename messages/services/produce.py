@@ -52,6 +52,8 @@ class ProduceItem:
     dedup_key: str | None = None
     broadcast: bool = False  # the same as no group: one copy per subscribed group
     priority: int = DEFAULT_PRIORITY
+    ttl_seconds: float | None = None  # or expires_at: not delivered by then, EXPIRED
+    expires_at: datetime | None = None
 
 
 @dataclass(slots=True)  # not frozen, as ProduceItem
@@ -93,6 +95,7 @@ class NewMessage(NamedTuple):
     producer: str
     publish_id: int | None
     priority: int = DEFAULT_PRIORITY
+    expires_at: datetime | None = None
 
 
 @retry_on_lock_conflict
@@ -242,6 +245,7 @@ def _message_row(
         timeout_seconds=topic.timeout_seconds if item.timeout_seconds is None else item.timeout_seconds,
         dedup_key=item.dedup_key, last_log="", add_time=now, update_time=now, producer=producer,
         publish_id=publish_id, priority=item.priority,
+        expires_at=now + timedelta(seconds=item.ttl_seconds) if item.ttl_seconds else item.expires_at,
     )
 
 
