@@ -308,6 +308,12 @@ MQ_ALARM_OLDEST_AGE_SECONDS = env_int("MQ_ALARM_OLDEST_AGE_SECONDS", 600)
 # At most one e-mail per topic and alarm kind per period.
 MQ_ALARM_PERIOD_MINUTES = env_int("MQ_ALARM_PERIOD_MINUTES", 60)
 
+# --- message semantics (messages/services/produce.py, acks.py) -----------------------------
+# A produce refused by a topic's max_backlog (429 backlog_full) says to retry after this.
+MQ_BACKLOG_RETRY_AFTER_SECONDS = env_int("MQ_BACKLOG_RETRY_AFTER_SECONDS", 5)
+# The longest snooze an ack may ask for (status RETRY with delay_seconds).
+MQ_MAX_SNOOZE_SECONDS = env_int("MQ_MAX_SNOOZE_SECONDS", 86400)
+
 # --- transactional messages (messages/services/transactions.py) ---------------------------
 # The only hosts (host or host:port) a check-back may call; empty: transactional produce is
 # refused, so a token cannot make the broker call arbitrary addresses.

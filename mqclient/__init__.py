@@ -18,6 +18,7 @@ from mqclient.config import ClientConfig
 from mqclient.consumer import ConsumerSpec, consumer
 from mqclient.errors import (
     APIError,
+    BacklogFull,
     BrokerUnavailable,
     BufferFull,
     ConfigurationError,
@@ -41,6 +42,7 @@ from mqclient.version import __version__
 
 __all__ = [
     "APIError",
+    "BacklogFull",
     "BatchingProducer",
     "BrokerUnavailable",
     "BufferFull",

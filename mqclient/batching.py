@@ -280,6 +280,12 @@ class BatchingProducer:
         Without an index to go by, a batch of many is split into singles so that only the
         messages that are really invalid fail; a single message simply fails.
         """
+        if exc.status == 429 or exc.status >= 500:
+            # The whole batch met it (a full backlog, a rate limit) after the transport's
+            # retries: splitting would only wait the deadline again for every message.
+            for pending in batch:
+                self._resolve(pending, error=exc)
+            return []
         match = _ITEM_INDEX.match(exc.field or "")
         if match and int(match.group(1)) < len(batch):
             index = int(match.group(1))

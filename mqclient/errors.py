@@ -89,6 +89,12 @@ class RateLimited(APIError):
     """429 after the retry budget ran out (the SDK retries 429 honouring ``Retry-After``)."""
 
 
+class BacklogFull(RateLimited):
+    """429 ``backlog_full`` after the retry budget ran out: a group of the topic held its
+    ``max_backlog`` of waiting messages the whole time, and nothing of the batch was stored.
+    ``details`` names the ``topic``, ``group`` and ``max_backlog``."""
+
+
 class ServerError(APIError):
     """503/5xx after the retry budget ran out."""
 
@@ -101,6 +107,7 @@ _BY_CODE: dict[str, type[APIError]] = {
     "conflict": Conflict,
     "payload_too_large": PayloadTooLarge,
     "rate_limited": RateLimited,
+    "backlog_full": BacklogFull,
     "unavailable": ServerError,
 }
 

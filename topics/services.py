@@ -30,6 +30,7 @@ TOPIC_FIELDS = (
     "retention_days",
     "alarm_emails",
     "backlog_alarm_threshold",
+    "max_backlog",
     "paused",
 )
 
