@@ -183,8 +183,13 @@ class ProduceResponseSerializer(serializers.Serializer):
 
 class AckItemSerializer(serializers.Serializer):
     id = serializers.IntegerField(min_value=1)
-    status = serializers.ChoiceField(choices=["SUCCESS", "FAIL"])
+    status = serializers.ChoiceField(choices=["SUCCESS", "FAIL", "RETRY"])
     log = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=65536)
+    delay_seconds = serializers.FloatField(
+        min_value=0, required=False,
+        help_text="With status RETRY (required): deliver again after this many seconds, spending no retry "
+        "(at most MQ_MAX_SNOOZE_SECONDS).",
+    )
     retry = serializers.BooleanField(
         required=False, default=True, help_text="false: fail permanently, spend no retry (extension)."
     )

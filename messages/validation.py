@@ -232,8 +232,15 @@ def ack_results(results: Any) -> list[AckResult]:
         if not isinstance(result, dict):
             raise _fail(path, "must be an object.")
         status = result.get("status")
-        if status not in ("SUCCESS", "FAIL"):
-            raise _fail(f"{path}.status", "must be SUCCESS or FAIL.")
+        if status not in ("SUCCESS", "FAIL", "RETRY"):
+            raise _fail(f"{path}.status", "must be SUCCESS, FAIL or RETRY.")
+        delay = result.get("delay_seconds")
+        if status == "RETRY":
+            if delay is None:
+                raise _fail(f"{path}.delay_seconds", "is required with status RETRY (a snooze).")
+            delay = number(delay, f"{path}.delay_seconds", 0, settings.MQ_MAX_SNOOZE_SECONDS)
+        elif delay is not None:
+            raise _fail(f"{path}.delay_seconds", "goes only with status RETRY.")
         log = result.get("log")
         log = "" if log is None else log  # not `or ""`: {} or false must be refused, not dropped
         retry = result.get("retry", True)
@@ -245,6 +252,7 @@ def ack_results(results: Any) -> list[AckResult]:
                 status=status,
                 log=text(log, f"{path}.log", MAX_LOG_LENGTH, single_line=False),
                 retry=retry,
+                delay_seconds=delay,
             )
         )
     return parsed

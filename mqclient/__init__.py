@@ -33,6 +33,7 @@ from mqclient.errors import (
     RateLimited,
     Reject,
     ServerError,
+    Snooze,
     Unauthenticated,
 )
 from mqclient.message import Message, ProducedMessage
@@ -64,6 +65,7 @@ __all__ = [
     "RateLimited",
     "Reject",
     "ServerError",
+    "Snooze",
     "Unauthenticated",
     "__version__",
     "consumer",
