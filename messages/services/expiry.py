@@ -39,13 +39,22 @@ def expire(ids: list[int], *, now: datetime, actor: str) -> int:
     if not rows:
         return 0
     Message.objects.filter(id__in=[m.id for m in rows]).update(
-        status=Status.EXPIRED, update_time=now, last_log=EXPIRED_LOG, lease_owner=None, lease_expires_at=None,
+        status=Status.EXPIRED,
+        update_time=now,
+        last_log=EXPIRED_LOG,
+        lease_owner=None,
+        lease_expires_at=None,
     )
     for message in rows:
         message.status = Status.EXPIRED
     trace_write(
-        trace_row(m, TraceEvent.DEAD, at=now, actor=actor,
-                  log=f"expired: not delivered before {m.expires_at.isoformat()}")  # type: ignore[union-attr]
+        trace_row(
+            m,
+            TraceEvent.DEAD,
+            at=now,
+            actor=actor,
+            log=f"expired: not delivered before {m.expires_at.isoformat()}",
+        )  # type: ignore[union-attr]
         for m in rows
     )
     metrics.expired.inc(len(rows))
@@ -68,7 +77,9 @@ def claimed_live(read: Callable[[], list[Message]], *, now: datetime) -> tuple[l
     return live, len(live) < len(rows)
 
 
-def messages_expire(*, batch: int = SWEEP_BATCH, max_batches: int = SWEEP_MAX_BATCHES) -> dict[str, Any]:
+def messages_expire(
+    *, batch: int = SWEEP_BATCH, max_batches: int = SWEEP_MAX_BATCHES
+) -> dict[str, Any]:
     """The maintenance sweep: NEW messages past their expiry become EXPIRED, `batch` at a
     time (each its own short transaction) along `ix_msg_expiry`, at most `max_batches`
     batches a run. Safe to run in several workers at once (SKIP LOCKED)."""
@@ -77,7 +88,8 @@ def messages_expire(*, batch: int = SWEEP_BATCH, max_batches: int = SWEEP_MAX_BA
         now = timezone.now()
         ids = list(
             Message.objects.filter(status=Status.NEW, expires_at__lte=now)
-            .order_by("expires_at").values_list("id", flat=True)[:batch]
+            .order_by("expires_at")
+            .values_list("id", flat=True)[:batch]
         )
         if not ids:
             break
