@@ -55,7 +55,7 @@ class MessagesView(APIView):
         operation_id="messages_search",
         parameters=[
             OpenApiParameter(name, str, required=False)
-            for name in ("topic", "group", "status", "key", "id", "added_after", "added_before", "text", "cursor")
+            for name in ("topic", "group", "status", "key", "id", "priority", "added_after", "added_before", "text", "cursor")
         ]
         + [OpenApiParameter("limit", int, required=False)],
         responses={200: MessagePageSerializer, **ERRORS},

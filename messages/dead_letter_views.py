@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 
 from messages import services, validation
 from messages.filters import MessageFilter
-from messages.models import Status
+from messages.models import DEAD_STATUSES
 from messages.services.dead_letter_actions import dead_letter_group_act as group_act
 from messages.services.dead_letter_actions import dead_letter_group_export as group_export
 from messages.services.dead_letters import DEAD_LETTER_BOUND, dead_letter_groups
@@ -44,7 +44,7 @@ def dead_letters_redrive(request: HttpRequest) -> HttpResponse:
     principal = request.console.principal
     topic = validation.name(request.POST.get("topic"), "topic")
     result = services.messages_requeue(
-        principal=principal, filter=MessageFilter(topic=topic, status=(Status.FAIL, Status.TIMEOUT)),
+        principal=principal, filter=MessageFilter(topic=topic, status=DEAD_STATUSES),
     )
     if "job" in result:
         return htmx_redirect(request, reverse("console:job", args=[result["job"]]))

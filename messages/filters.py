@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from django.db.models import Model, Q, QuerySet
 
-from messages.models import Message, MessageArchive, Status
+from messages.models import DEAD_STATUSES, MAX_PRIORITY, Message, MessageArchive, Status
 from mqcenter.core.auth import Principal
 from mqcenter.core.dates import parse_iso_datetime
 from mqcenter.core.errors import InvalidRequest
@@ -24,6 +24,7 @@ class MessageFilter:
     id: int | None = None
     added_after: datetime | None = None
     added_before: datetime | None = None
+    priority: int | None = None
     text: str | None = None  # substring of the payload (scans: combine with other filters)
 
     TIME_FIELDS: ClassVar[tuple[str, ...]] = ("added_after", "added_before")
@@ -57,6 +58,13 @@ class MessageFilter:
                 values["id"] = int(raw["id"])
             except (TypeError, ValueError) as exc:
                 raise InvalidRequest("id must be an integer.", details={"field": f"{field_prefix}id"}) from exc
+        if raw.get("priority") not in (None, ""):
+            priority = str(raw["priority"])
+            if not (priority.isdigit() and 0 <= int(priority) <= MAX_PRIORITY):
+                raise InvalidRequest(
+                    f"priority must be an integer from 0 to {MAX_PRIORITY}.", details={"field": f"{field_prefix}priority"}
+                )
+            values["priority"] = int(priority)
         for name in cls.TIME_FIELDS:
             if raw.get(name) not in (None, ""):
                 parsed = parse_iso_datetime(raw[name])
@@ -94,6 +102,8 @@ class MessageFilter:
             rows = rows.filter(status__in=self.status)
         if self.key:
             rows = rows.filter(key=self.key)
+        if self.priority is not None:
+            rows = rows.filter(priority=self.priority)
         if self.added_after:
             rows = rows.filter(add_time__gte=self.added_after)
         if self.added_before:
@@ -131,7 +141,7 @@ def _require_json_types(raw: dict[str, Any], field_prefix: str) -> None:
     for name, value in raw.items():
         if value is None:
             continue
-        if name == "id":
+        if name in ("id", "priority"):
             ok = isinstance(value, int) and not isinstance(value, bool)
         elif name == "status":
             ok = isinstance(value, list) and all(isinstance(s, str) for s in value)
@@ -144,4 +154,4 @@ def _require_json_types(raw: dict[str, Any], field_prefix: str) -> None:
 
 
 def dead_letter_q() -> Q:
-    return Q(status__in=[Status.FAIL, Status.TIMEOUT])
+    return Q(status__in=DEAD_STATUSES)

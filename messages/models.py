@@ -23,6 +23,9 @@ class Status(models.TextChoices):
     CANCELLED = "CANCELLED"  # withdrawn before delivery: finished, not a dead letter
 
 
+DEFAULT_PRIORITY = 4
+MAX_PRIORITY = 9
+
 DEAD_STATUSES = (Status.FAIL, Status.TIMEOUT, Status.EXPIRED)
 FINISHED_STATUSES = (Status.SUCCESS, Status.FAIL, Status.TIMEOUT, Status.EXPIRED, Status.CANCELLED)
 
@@ -62,13 +65,23 @@ class Message(models.Model):
     # message produced without a group (and by replayed copies of it). A replay takes one
     # copy per publish. NULL for a point-to-point message (produced to one named group).
     publish_id = models.BigIntegerField(null=True, blank=True)
+    # 0-9: a queue claim delivers a group's higher priorities first (serial and sharded
+    # groups keep id order).
+    priority = models.SmallIntegerField(default=DEFAULT_PRIORITY)
+    # Not delivered by then: EXPIRED (a dead letter), set by the claim or the expiry sweep.
+    expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "mq_message"
         indexes = [
-            # queue claims: WHERE topic, group, status='NEW', effect_time <= now
-            # ORDER BY effect_time, id (InnoDB appends the primary key to the index).
+            # Delayed-message probes (next due, scheduled, backlog snapshots) and the
+            # sharded claim: WHERE topic, group, status='NEW', effect_time range.
             models.Index(fields=["topic", "group_name", "status", "effect_time"], name="ix_msg_claim"),
+            # queue claims: WHERE topic, group, status='NEW', effect_time <= now ORDER BY
+            # priority DESC, effect_time, id (InnoDB appends the primary key). Finished rows
+            # lie outside the (topic, group, 'NEW') prefix; delayed ones inside it are
+            # skipped on the index entry (index condition on effect_time).
+            models.Index(fields=["topic", "group_name", "status", "-priority", "effect_time"], name="ix_msg_priority"),
             # serial claims and backlog ordering: the lowest id of a group in a status.
             models.Index(fields=["topic", "group_name", "status", "id"], name="ix_msg_order"),
             # sharded claims (head of a key) and key search with or without a topic.
@@ -77,6 +90,9 @@ class Message(models.Model):
             models.Index(fields=["status", "id"], name="ix_msg_status"),
             # topic filters in keyset order (console and search without a group).
             models.Index(fields=["topic", "id"], name="ix_msg_topic"),
+            # the expiry sweep: NEW rows whose expires_at has passed (NULLs sort first, so
+            # messages without an expiry are outside the range).
+            models.Index(fields=["status", "expires_at"], name="ix_msg_expiry"),
         ]
         constraints = [
             models.UniqueConstraint(
@@ -237,6 +253,8 @@ class MessageArchive(models.Model):
     pulled_rank = models.IntegerField(null=True, blank=True)
     pulled_total = models.IntegerField(null=True, blank=True)
     publish_id = models.BigIntegerField(null=True, blank=True)
+    priority = models.SmallIntegerField(default=DEFAULT_PRIORITY)
+    expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "mq_message_archive"

@@ -106,6 +106,8 @@ def message_full(message: Message) -> dict[str, Any]:
     return {
         **message_delivery(message),
         "status": message.status,
+        "priority": message.priority,
+        "expires_at": message.expires_at,
         "dedup_key": message.dedup_key,
         "lease_owner": message.lease_owner,
         "last_log": message.last_log,
@@ -151,6 +153,16 @@ class ProduceMessageSerializer(serializers.Serializer):
     timeout_seconds = serializers.IntegerField(min_value=1, max_value=7 * 86400, required=False, allow_null=True)
     dedup_key = serializers.CharField(max_length=200, required=False, allow_null=True)
     broadcast = serializers.BooleanField(required=False, default=False)
+    ttl_seconds = serializers.FloatField(
+        min_value=0, required=False, allow_null=True, help_text="Not delivered within this: EXPIRED."
+    )
+    expires_at = serializers.DateTimeField(
+        required=False, allow_null=True, help_text="Not delivered by then: EXPIRED (a dead letter)."
+    )
+    priority = serializers.IntegerField(
+        min_value=0, max_value=9, required=False, default=4,
+        help_text="Queue groups deliver higher priorities first; serial and sharded groups keep id order.",
+    )
 
 
 class ProduceRequestSerializer(serializers.Serializer):
@@ -171,8 +183,13 @@ class ProduceResponseSerializer(serializers.Serializer):
 
 class AckItemSerializer(serializers.Serializer):
     id = serializers.IntegerField(min_value=1)
-    status = serializers.ChoiceField(choices=["SUCCESS", "FAIL"])
+    status = serializers.ChoiceField(choices=["SUCCESS", "FAIL", "RETRY"])
     log = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=65536)
+    delay_seconds = serializers.FloatField(
+        min_value=0, required=False,
+        help_text="With status RETRY (required): deliver again after this many seconds, spending no retry "
+        "(at most MQ_MAX_SNOOZE_SECONDS).",
+    )
     retry = serializers.BooleanField(
         required=False, default=True, help_text="false: fail permanently, spend no retry (extension)."
     )
@@ -256,6 +273,8 @@ class MessageSerializer(serializers.Serializer):
     key = serializers.CharField(allow_null=True)
     headers = serializers.DictField(child=serializers.CharField())
     status = serializers.ChoiceField(choices=Status.values)
+    priority = serializers.IntegerField()
+    expires_at = serializers.DateTimeField(allow_null=True)
     effect_time = serializers.DateTimeField()
     retry_remaining = serializers.IntegerField()
     attempt = serializers.IntegerField()
@@ -301,6 +320,7 @@ class MessageFilterSerializer(serializers.Serializer):
     status = serializers.ListField(child=serializers.ChoiceField(choices=Status.values), required=False)
     key = serializers.CharField(required=False)
     id = serializers.IntegerField(required=False)
+    priority = serializers.IntegerField(min_value=0, max_value=9, required=False)
     added_after = serializers.DateTimeField(required=False)
     added_before = serializers.DateTimeField(required=False)
     text = serializers.CharField(required=False)

@@ -110,23 +110,55 @@ def locked_by_id(ids: Iterable[int], attnames: Sequence[str]) -> list[Message]:
     return list(Message.objects.select_for_update().filter(id__in=ids).only(*attnames))
 
 
-def claimable_rows(topic: str, group: str, now: datetime, limit: int, *, lock: bool) -> list[Message]:
-    """Deliverable NEW rows of a group in (effect_time, id) order, along `ix_msg_claim`.
+def expirable_locked(ids: Iterable[int], now: datetime) -> list[Message]:
+    """Of these messages, the NEW ones past their expiry (id, attempt, status, expires_at),
+    locked for the caller's transaction; rows another transaction holds are skipped. Plain
+    SQL on MySQL/MariaDB: a claim's transaction there is not Django's `atomic`."""
+    ids = list(ids)
+    if not ids:
+        return []
+    attnames = ("id", "attempt", "status", "expires_at")
+    if is_mysql():
+        return _messages(
+            f"SELECT id, attempt, status, expires_at FROM mq_message WHERE id IN ({_id_list(ids)}) "  # noqa: S608 - integers only
+            "AND status = %s AND expires_at <= %s FOR UPDATE SKIP LOCKED",
+            [Status.NEW, connection.ops.adapt_datetimefield_value(now)], attnames,
+        )
+    return list(
+        Message.objects.select_for_update(skip_locked=True)
+        .filter(id__in=ids, status=Status.NEW, expires_at__lte=now).only(*attnames)
+    )
+
+
+def claim_select(*, by_priority: bool, lock: bool) -> str:
+    """The MySQL/MariaDB claim query (parameters: topic, group, status, now, limit)."""
+    index, order = ("ix_msg_priority", "priority DESC, effect_time, id") if by_priority else (
+        "ix_msg_claim", "effect_time, id")
+    return (
+        f"SELECT {MESSAGE_COLUMNS} FROM mq_message FORCE INDEX ({index}) "  # noqa: S608 - names from the model
+        "WHERE topic = %s AND group_name = %s AND status = %s AND effect_time <= %s "
+        f"ORDER BY {order} LIMIT %s{' FOR UPDATE SKIP LOCKED' if lock else ''}"
+    )
+
+
+def claimable_rows(
+    topic: str, group: str, now: datetime, limit: int, *, lock: bool, by_priority: bool = False
+) -> list[Message]:
+    """Deliverable NEW rows of a group in (effect_time, id) order, along `ix_msg_claim`; with
+    `by_priority` (queue claims), highest priority first, along `ix_msg_priority`.
 
     With `lock`, taken FOR UPDATE SKIP LOCKED: rows another claimer holds are skipped.
     """
     if is_mysql():
-        suffix = " FOR UPDATE SKIP LOCKED" if lock else ""
         return _messages(
-            f"SELECT {MESSAGE_COLUMNS} FROM mq_message FORCE INDEX (ix_msg_claim) "  # noqa: S608 - columns from the model
-            "WHERE topic = %s AND group_name = %s AND status = %s AND effect_time <= %s "
-            f"ORDER BY effect_time, id LIMIT %s{suffix}",
+            claim_select(by_priority=by_priority, lock=lock),
             [topic, group, Status.NEW, connection.ops.adapt_datetimefield_value(now), limit],
         )
     rows = Message.objects.filter(topic=topic, group_name=group, status=Status.NEW, effect_time__lte=now)
     if lock:
         rows = rows.select_for_update(skip_locked=True)
-    return list(rows.order_by("effect_time", "id")[:limit])
+    ordering = ("-priority", "effect_time", "id") if by_priority else ("effect_time", "id")
+    return list(rows.order_by(*ordering)[:limit])
 
 
 def next_due(topic: str, group: str, now: datetime) -> datetime | None:

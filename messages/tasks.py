@@ -10,6 +10,7 @@ from messages.services import bulk_job_run
 from messages.services.alarm_webhooks import alarm_webhook_deliver, alarm_webhook_retry_delay
 from messages.services.alarms import alarms_check
 from messages.services.archive import maintenance_cleanup
+from messages.services.expiry import messages_expire
 from messages.services.runs import maintenance_run
 from messages.services.schedules import schedules_tick
 from messages.services.stats import stats_flush
@@ -32,6 +33,11 @@ def flush_task() -> dict[str, Any]:
 @shared_task(name="messages.maintenance.cleanup", ignore_result=True, **LIMITS)
 def cleanup_task() -> dict[str, Any]:
     return maintenance_run(job="cleanup", work=maintenance_cleanup)
+
+
+@shared_task(name="messages.maintenance.expire", ignore_result=True, **LIMITS)
+def expire_task() -> dict[str, Any]:
+    return maintenance_run(job="expire", work=messages_expire)
 
 
 @shared_task(name="messages.maintenance.alarms", ignore_result=True, **LIMITS)

@@ -8,11 +8,13 @@ serializers describe, and name the failing field in API.md's notation.
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 
+from messages.models import DEFAULT_PRIORITY, MAX_PRIORITY
 from messages.services import AckResult, ProduceItem, data_text
 from messages.services.operations import data_size_check
 from mqcenter.core.dates import parse_iso_datetime
@@ -32,7 +34,7 @@ MAX_IDS = 1000
 MISSING = object()
 PRODUCE_FIELDS = {
     "topic", "data", "group", "key", "headers", "delay_seconds", "effect_time",
-    "retry_count", "timeout_seconds", "dedup_key", "broadcast",
+    "retry_count", "timeout_seconds", "dedup_key", "broadcast", "priority", "ttl_seconds", "expires_at",
 }
 
 
@@ -141,6 +143,7 @@ def produce_item(item: Any, path: str) -> ProduceItem:
     effect_time = _optional(item, "effect_time", path, moment)
     if delay is not None and effect_time is not None:
         raise _fail(f"{path}.effect_time", "give effect_time or delay_seconds, not both.")
+    ttl, expires_at = _expiry(item, path, delay, effect_time)
     return ProduceItem(
         topic=topic,
         data=data,
@@ -155,7 +158,31 @@ def produce_item(item: Any, path: str) -> ProduceItem:
         ),
         dedup_key=_optional(item, "dedup_key", path, lambda v, f: text(v, f, MAX_DEDUP_LENGTH)),
         broadcast=broadcast,
+        priority=integer(item.get("priority", DEFAULT_PRIORITY), f"{path}.priority", 0, MAX_PRIORITY),
+        ttl_seconds=ttl,
+        expires_at=expires_at,
     )
+
+
+def _expiry(
+    item: dict[str, Any], path: str, delay: float | None, effect_time: datetime | None
+) -> tuple[float | None, datetime | None]:
+    """`ttl_seconds` or `expires_at` (not both): an expiry in the future and after the
+    message comes due, or it could never be delivered."""
+    ttl = _optional(item, "ttl_seconds", path, lambda v, f: number(v, f, 0, MAX_DELAY_SECONDS))
+    expires_at = _optional(item, "expires_at", path, moment)
+    if ttl is None and expires_at is None:
+        return None, None
+    if ttl is not None and expires_at is not None:
+        raise _fail(f"{path}.expires_at", "give expires_at or ttl_seconds, not both.")
+    now = timezone.now()
+    field = f"{path}.ttl_seconds" if ttl is not None else f"{path}.expires_at"
+    expiry = now + timedelta(seconds=ttl) if ttl is not None else expires_at
+    if ttl == 0 or expiry <= now:  # type: ignore[operator]
+        raise _fail(field, "must lie in the future.")
+    if expiry <= (effect_time or now + timedelta(seconds=delay or 0)):  # type: ignore[operator]
+        raise _fail(field, "must end after the message comes due (effect_time / delay_seconds).")
+    return ttl, expires_at
 
 
 def _optional(item: dict[str, Any], key: str, path: str, check: Any) -> Any:
@@ -205,8 +232,15 @@ def ack_results(results: Any) -> list[AckResult]:
         if not isinstance(result, dict):
             raise _fail(path, "must be an object.")
         status = result.get("status")
-        if status not in ("SUCCESS", "FAIL"):
-            raise _fail(f"{path}.status", "must be SUCCESS or FAIL.")
+        if status not in ("SUCCESS", "FAIL", "RETRY"):
+            raise _fail(f"{path}.status", "must be SUCCESS, FAIL or RETRY.")
+        delay = result.get("delay_seconds")
+        if status == "RETRY":
+            if delay is None:
+                raise _fail(f"{path}.delay_seconds", "is required with status RETRY (a snooze).")
+            delay = number(delay, f"{path}.delay_seconds", 0, settings.MQ_MAX_SNOOZE_SECONDS)
+        elif delay is not None:
+            raise _fail(f"{path}.delay_seconds", "goes only with status RETRY.")
         log = result.get("log")
         log = "" if log is None else log  # not `or ""`: {} or false must be refused, not dropped
         retry = result.get("retry", True)
@@ -218,6 +252,7 @@ def ack_results(results: Any) -> list[AckResult]:
                 status=status,
                 log=text(log, f"{path}.log", MAX_LOG_LENGTH, single_line=False),
                 retry=retry,
+                delay_seconds=delay,
             )
         )
     return parsed

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 
 from messages import selectors, services, validation
 from messages.filters import MessageFilter
-from messages.models import BulkJob, Message, Status
+from messages.models import DEAD_STATUSES, MAX_PRIORITY, BulkJob, Message
 from messages.services.move import messages_move
 from mqcenter.console import (
     datetime_local,
@@ -29,9 +29,10 @@ from mqcenter.core.roles import console_principal, console_view
 from mqcenter.models import ConsoleRole
 from topics.models import Topic
 
-FILTER_FIELDS = ("topic", "group", "status", "key", "id", "added_after", "added_before", "text")
+FILTER_FIELDS = ("topic", "group", "status", "priority", "key", "id", "added_after", "added_before", "text")
 STATUS_CHOICES = [("", "any status"), ("NEW", "NEW"), ("RUNNING", "RUNNING"), ("SUCCESS", "SUCCESS"),
-                  ("FAIL", "FAIL"), ("TIMEOUT", "TIMEOUT"), ("FAIL,TIMEOUT", "dead (FAIL or TIMEOUT)"),
+                  ("FAIL", "FAIL"), ("TIMEOUT", "TIMEOUT"), ("EXPIRED", "EXPIRED"),
+                  ("FAIL,TIMEOUT,EXPIRED", "dead (FAIL, TIMEOUT or EXPIRED)"),
                   ("PREPARED", "PREPARED"), ("CANCELLED", "CANCELLED")]
 BULK_ACTIONS = {"redrive", "requeue", "delete", "cancel", "move"}
 
@@ -82,6 +83,7 @@ def message_list(request: HttpRequest) -> HttpResponse:
         error, flt = exc.message, MessageFilter()
     context = {
         "rows": rows, "params": params, "error": error, "status_choices": STATUS_CHOICES,
+        "priorities": [str(p) for p in range(MAX_PRIORITY, -1, -1)],
         "older_url": query_string(params, cursor=next_cursor) if next_cursor else None,
         "newest_url": query_string(params) if request.GET.get("cursor") else None,
         "filtered": not flt.is_empty(),
@@ -164,7 +166,7 @@ def detail_context(request: HttpRequest | None, message: Message, trace: list[An
     return {
         "m": message, "trace": trace, "data_pretty": pretty_json(message.data),
         "headers_pretty": json.dumps(message.headers, indent=2, ensure_ascii=False) if message.headers else "",
-        "is_dead": message.status in (Status.FAIL, Status.TIMEOUT),
+        "is_dead": message.status in DEAD_STATUSES,
     }
 
 
@@ -232,7 +234,7 @@ def message_action(request: HttpRequest, message_id: int, action: str) -> HttpRe
         flash.success(request, f"Message {message_id} is queued again (NEW, effective now).")
     else:
         flash.warning(request, f"Message {message_id} was not {action}d: "
-                      + ("only FAIL/TIMEOUT messages are redriven." if action == "redrive"
+                      + ("only dead letters (FAIL, TIMEOUT, EXPIRED) are redriven." if action == "redrive"
                          else "a RUNNING message stays with its consumer."))
     return htmx_redirect(request, reverse("console:message", args=[message_id]))
 

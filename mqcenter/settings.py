@@ -317,6 +317,12 @@ MQ_ALARM_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("MQ_ALARM_WEBHOOK_TIMEOU
 MQ_ALARM_WEBHOOK_RETRIES = env_int("MQ_ALARM_WEBHOOK_RETRIES", 5)
 MQ_ALARM_WEBHOOK_BACKOFF_SECONDS = float(os.environ.get("MQ_ALARM_WEBHOOK_BACKOFF_SECONDS", "30"))
 
+# --- message semantics (messages/services/produce.py, acks.py) -----------------------------
+# A produce refused by a topic's max_backlog (429 backlog_full) says to retry after this.
+MQ_BACKLOG_RETRY_AFTER_SECONDS = env_int("MQ_BACKLOG_RETRY_AFTER_SECONDS", 5)
+# The longest snooze an ack may ask for (status RETRY with delay_seconds).
+MQ_MAX_SNOOZE_SECONDS = env_int("MQ_MAX_SNOOZE_SECONDS", 86400)
+
 # --- transactional messages (messages/services/transactions.py) ---------------------------
 # The only hosts (host or host:port) a check-back may call; empty: transactional produce is
 # refused, so a token cannot make the broker call arbitrary addresses.

@@ -21,6 +21,7 @@ from mqclient.config import ClientConfig
 from mqclient.consumer import ConsumerSpec, consumer
 from mqclient.errors import (
     APIError,
+    BacklogFull,
     BrokerUnavailable,
     BufferFull,
     ConfigurationError,
@@ -35,6 +36,7 @@ from mqclient.errors import (
     RateLimited,
     Reject,
     ServerError,
+    Snooze,
     Unauthenticated,
 )
 from mqclient.message import Message, ProducedMessage
@@ -45,6 +47,7 @@ from mqclient.version import __version__
 __all__ = [
     "APIError",
     "Admin",
+    "BacklogFull",
     "BatchingProducer",
     "BrokerUnavailable",
     "BufferFull",
@@ -67,6 +70,7 @@ __all__ = [
     "RateLimited",
     "Reject",
     "ServerError",
+    "Snooze",
     "Unauthenticated",
     "__version__",
     "consumer",

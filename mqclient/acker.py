@@ -17,10 +17,12 @@ at least once).
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from mqclient.delivery import Result
@@ -29,6 +31,8 @@ from mqclient.message import AckOutcome, parse_time
 from mqclient.transport import Transport
 
 logger = logging.getLogger("mqclient.acker")
+
+_RESULT_FIELD = re.compile(r"^results\[(\d+)\]")
 
 OutcomeCallback = Callable[[Result, AckOutcome | None, BaseException | None], None]
 
@@ -181,15 +185,15 @@ class Acker:
             }
             if not result.retry and self._retry_field:
                 item["retry"] = False
+            if result.status == "RETRY":
+                item["delay_seconds"] = result.delay_seconds or 0.0
             results.append(item)
         return results
 
     def _send(self, batch: list[Result]) -> None:
         try:
             try:
-                answer = self.transport.call(
-                    "POST", "/api/v1/ack", json=self._body(batch), deadline=self.deadline
-                )
+                answer = self._call_ack(batch)
             except InvalidRequest:
                 if not self._retry_field or all(result.retry for result in batch):
                     raise
@@ -206,6 +210,27 @@ class Acker:
                 self.on_outcome(result, None, exc)
             return
         self._report(batch, (answer or {}).get("results") or [])
+
+    def _call_ack(self, batch: list[Result]) -> Any:
+        """``POST /api/v1/ack``. A snooze the broker refuses (longer than its
+        ``MQ_MAX_SNOOZE_SECONDS``, or a broker without snoozes) becomes an ordinary ``FAIL``
+        and the batch is sent again: its other results must not be lost with it."""
+        while True:
+            try:
+                return self.transport.call(
+                    "POST", "/api/v1/ack", json=self._body(batch), deadline=self.deadline
+                )
+            except InvalidRequest as exc:
+                match = _RESULT_FIELD.match(exc.field or "")
+                index = int(match.group(1)) if match else -1
+                if not 0 <= index < len(batch) or batch[index].status != "RETRY":
+                    raise
+                logger.warning("broker refused a snooze (%s); failing the message instead", exc.message)
+                refused = batch[index]
+                batch[index] = replace(
+                    refused, status="FAIL", delay_seconds=None,
+                    log=f"snooze of {refused.delay_seconds:g}s refused: {exc.message}",
+                )
 
     def _report(self, batch: list[Result], outcomes: list[dict[str, Any]]) -> None:
         by_id = {int(entry["id"]): entry for entry in outcomes if "id" in entry}

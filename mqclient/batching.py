@@ -26,6 +26,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from mqclient.config import ClientConfig
@@ -115,6 +116,9 @@ class BatchingProducer:
         dedup_key: str | None = None,
         headers: Mapping[str, str] | None = None,
         broadcast: bool = False,
+        priority: int | None = None,
+        ttl: float | timedelta | None = None,
+        expires_at: datetime | None = None,
         callback: Callback | None = None,
     ) -> Future[ProducedMessage]:
         """Queue one message; the future resolves to its receipt once the broker committed.
@@ -134,6 +138,9 @@ class BatchingProducer:
             timeout=timeout,
             dedup_key=dedup_key,
             headers=headers,
+            priority=priority,
+            ttl=ttl,
+            expires_at=expires_at,
             broadcast=broadcast,
             auto_dedup=self.auto_dedup,
         )
@@ -262,6 +269,12 @@ class BatchingProducer:
         Without an index to go by, a batch of many is split into singles so that only the
         messages that are really invalid fail; a single message simply fails.
         """
+        if exc.status == 429 or exc.status >= 500:
+            # The whole batch met it (a full backlog, a rate limit) after the transport's
+            # retries: splitting would only wait the deadline again for every message.
+            for pending in batch:
+                self._resolve(pending, error=exc)
+            return []
         match = _ITEM_INDEX.match(exc.field or "")
         if match and int(match.group(1)) < len(batch):
             index = int(match.group(1))

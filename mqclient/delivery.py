@@ -96,7 +96,8 @@ class Result:
     """What to tell the broker about one delivery."""
 
     delivery: Delivery
-    status: str  # "SUCCESS" or "FAIL"
+    status: str  # "SUCCESS", "FAIL" or "RETRY" (a snooze)
     log: str
     retry: bool = True  # False: fail permanently (the server's "retry": false extension)
     duration: float = 0.0
+    delay_seconds: float | None = None  # RETRY: deliver again after this, no retry spent

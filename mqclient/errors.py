@@ -89,6 +89,12 @@ class RateLimited(APIError):
     """429 after the retry budget ran out (the SDK retries 429 honouring ``Retry-After``)."""
 
 
+class BacklogFull(RateLimited):
+    """429 ``backlog_full`` after the retry budget ran out: a group of the topic held its
+    ``max_backlog`` of waiting messages the whole time, and nothing of the batch was stored.
+    ``details`` names the ``topic``, ``group`` and ``max_backlog``."""
+
+
 class ServerError(APIError):
     """503/5xx after the retry budget ran out."""
 
@@ -101,6 +107,7 @@ _BY_CODE: dict[str, type[APIError]] = {
     "conflict": Conflict,
     "payload_too_large": PayloadTooLarge,
     "rate_limited": RateLimited,
+    "backlog_full": BacklogFull,
     "unavailable": ServerError,
 }
 
@@ -163,3 +170,20 @@ class Reject(Exception):
 
 #: Alias for readers who look for the longer name.
 PermanentFailure = Reject
+
+
+class Snooze(Exception):
+    """Raise from a consumer handler to have the message delivered again after ``seconds``,
+    spending no retry (the ack's ``status: RETRY`` with ``delay_seconds``).
+
+    For work that is not ready yet (a resource busy, a rate limit of a downstream service).
+    The broker bounds the delay (``MQ_MAX_SNOOZE_SECONDS``, default one day); a longer one is
+    refused and the message is failed instead, retried per the topic's policy.
+    """
+
+    def __init__(self, seconds: float, reason: str = "") -> None:
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
+            raise ValueError("Snooze needs a number of seconds, 0 or more")
+        super().__init__(reason or f"snoozed for {seconds:g}s")
+        self.seconds = float(seconds)
+        self.reason = reason

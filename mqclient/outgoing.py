@@ -31,6 +31,9 @@ MESSAGE_FIELDS = frozenset(
         "dedup_key",
         "headers",
         "broadcast",
+        "priority",
+        "ttl",
+        "expires_at",
     }
 )
 
@@ -84,6 +87,9 @@ def build_message(
     headers: Mapping[str, str] | None = None,
     broadcast: bool = False,
     auto_dedup: bool = True,
+    priority: int | None = None,
+    ttl: float | timedelta | None = None,
+    expires_at: datetime | None = None,
 ) -> OutgoingMessage:
     """Build the API body of one message; only set fields are sent so topic defaults apply."""
     if broadcast and group is not None:
@@ -102,6 +108,12 @@ def build_message(
         body["headers"] = {str(name): str(value) for name, value in headers.items()}
     if broadcast:
         body["broadcast"] = True
+    if priority is not None:
+        body["priority"] = int(priority)
+    if ttl is not None:
+        body["ttl_seconds"] = ttl.total_seconds() if isinstance(ttl, timedelta) else float(ttl)
+    if expires_at is not None:
+        body["expires_at"] = (expires_at if expires_at.tzinfo else expires_at.replace(tzinfo=UTC)).isoformat()
     sdk_key = dedup_key is None and auto_dedup
     final_key = new_dedup_key() if sdk_key else dedup_key
     if final_key is not None:

@@ -9,6 +9,7 @@ gets a ``dedup_key`` before its first attempt when the caller did not give one.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 from mqclient.batching import BatchingProducer
@@ -75,6 +76,9 @@ class Producer:
         timeout: int | None = None,
         dedup_key: str | None = None,
         headers: Mapping[str, str] | None = None,
+        priority: int | None = None,
+        ttl: float | timedelta | None = None,
+        expires_at: datetime | None = None,
     ) -> ProducedMessage:
         """Store one message and return its receipt.
 
@@ -84,7 +88,10 @@ class Producer:
         ``.ids`` / ``.groups`` list them; ``.id`` is the first copy's.
 
         ``delay`` is seconds, a ``timedelta`` or an absolute ``datetime``; ``timeout`` is the
-        message's execution timeout in seconds (its lease derives from it).
+        message's execution timeout in seconds (its lease derives from it). ``priority`` is 0-9
+        (the broker's default 4): a queue group delivers higher priorities first. ``ttl``
+        (seconds or a ``timedelta``) or ``expires_at`` (a ``datetime``): not delivered by
+        then, the message becomes an ``EXPIRED`` dead letter.
         """
         out = build_message(
             topic,
@@ -96,6 +103,9 @@ class Producer:
             timeout=timeout,
             dedup_key=dedup_key,
             headers=headers,
+            priority=priority,
+            ttl=ttl,
+            expires_at=expires_at,
             auto_dedup=self.auto_dedup,
         )
         return self._send([out])[0]
@@ -126,6 +136,9 @@ class Producer:
         timeout: int | None = None,
         dedup_key: str | None = None,
         headers: Mapping[str, str] | None = None,
+        priority: int | None = None,
+        ttl: float | timedelta | None = None,
+        expires_at: datetime | None = None,
     ) -> list[ProducedMessage]:
         """Store one copy for every group subscribed to the topic (what ``produce`` without
         ``group`` does); returns one receipt per copy."""
@@ -138,6 +151,9 @@ class Producer:
             timeout=timeout,
             dedup_key=dedup_key,
             headers=headers,
+            priority=priority,
+            ttl=ttl,
+            expires_at=expires_at,
             broadcast=True,
             auto_dedup=self.auto_dedup,
         )

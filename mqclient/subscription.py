@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from mqclient.consumer import ConsumerSpec
 from mqclient.delivery import Delivery, Result, State
-from mqclient.errors import APIError, MQClientError, Reject
+from mqclient.errors import APIError, MQClientError, Reject, Snooze
 from mqclient.message import Message
 from mqclient.pool import WorkerPool
 
@@ -55,21 +55,24 @@ logger = logging.getLogger("mqclient.subscription")
 MAX_LOG_CHARS = 4000
 
 
-def invoke(spec: ConsumerSpec, message: Message) -> tuple[str, str, bool]:
-    """Run the handler and translate its ending into ``(status, log, retry)``.
+def invoke(spec: ConsumerSpec, message: Message) -> tuple[str, str, bool, float | None]:
+    """Run the handler and translate its ending into ``(status, log, retry, delay_seconds)``.
 
-    A returned string becomes the success log; :class:`Reject` fails without retry; any other
-    exception fails with its type, text and the innermost frames as the trace log.
+    A returned string becomes the success log; :class:`Reject` fails without retry;
+    :class:`Snooze` asks for a redelivery after its delay (``RETRY``, no retry spent); any
+    other exception fails with its type, text and the innermost frames as the trace log.
     """
     try:
         value = spec.handler(message)
         if inspect.isawaitable(value):
             value = asyncio.run(_awaited(value))
     except Reject as exc:
-        return "FAIL", _truncate(f"rejected: {exc}" if str(exc) else "rejected"), False
+        return "FAIL", _truncate(f"rejected: {exc}" if str(exc) else "rejected"), False, None
+    except Snooze as exc:
+        return "RETRY", _truncate(exc.reason), True, exc.seconds
     except BaseException as exc:  # noqa: BLE001 - a handler's SystemExit must not kill the pool
-        return "FAIL", failure_log(exc), True
-    return "SUCCESS", _truncate(value) if isinstance(value, str) else "", True
+        return "FAIL", failure_log(exc), True, None
+    return "SUCCESS", _truncate(value) if isinstance(value, str) else "", True, None
 
 
 async def _awaited(value: Any) -> Any:
@@ -212,7 +215,7 @@ class Subscription:
             following = self._execute_one(following)
 
     def _execute_one(self, delivery: Delivery) -> Delivery | None:
-        status, log, retry = invoke(self.spec, delivery.message)
+        status, log, retry, delay = invoke(self.spec, delivery.message)
         duration = delivery.duration
         following = None
         with self._cond:
@@ -231,7 +234,9 @@ class Subscription:
             # not once per message.
             notify = not self._running or self._should_pull()
         if was is State.RUNNING:
-            self.runner.submit_result(Result(delivery, status, log, retry=retry, duration=duration))
+            self.runner.submit_result(
+                Result(delivery, status, log, retry=retry, duration=duration, delay_seconds=delay)
+            )
         else:
             logger.info(
                 "late result of message %s discarded (%s after %.1fs)",

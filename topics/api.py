@@ -53,6 +53,10 @@ class TopicSerializer(serializers.Serializer):
     alarm_emails = serializers.ListField(child=serializers.EmailField(), max_length=50, required=False)
     alarm_webhooks = WebhookSerializer(many=True, required=False, max_length=MAX_WEBHOOKS)
     backlog_alarm_threshold = serializers.IntegerField(min_value=1, max_value=2**31 - 1, required=False, allow_null=True)
+    max_backlog = serializers.IntegerField(
+        min_value=1, max_value=10_000_000, required=False, allow_null=True,
+        help_text="A produce that would leave a group with more NEW messages answers 429 backlog_full.",
+    )
     paused = serializers.BooleanField(required=False)
     groups = GroupSerializer(many=True, required=False, max_length=100)
 

@@ -60,6 +60,9 @@ class Topic(models.Model):
     # [{"url", "format"}], checked by topics/webhooks.py against MQ_ALARM_WEBHOOK_HOSTS.
     alarm_webhooks = models.JSONField(default=list, blank=True)
     backlog_alarm_threshold = models.PositiveIntegerField(null=True, blank=True)
+    # Backpressure: a produce that would leave any group with more NEW messages is refused
+    # (429 backlog_full). None: no limit.
+    max_backlog = models.PositiveIntegerField(null=True, blank=True)
     paused = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

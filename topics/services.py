@@ -32,6 +32,7 @@ TOPIC_FIELDS = (
     "alarm_emails",
     "alarm_webhooks",
     "backlog_alarm_threshold",
+    "max_backlog",
     "paused",
 )
 

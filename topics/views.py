@@ -110,8 +110,9 @@ def topic_form_data(post: Any) -> dict[str, Any]:
     for name in ("retry_count", "retry_interval_seconds", "timeout_seconds", "retention_days"):
         if post.get(name, "").strip():
             data[name] = post.get(name).strip()
-    if "backlog_alarm_threshold" in post:
-        data["backlog_alarm_threshold"] = post.get("backlog_alarm_threshold").strip() or None
+    for name in ("backlog_alarm_threshold", "max_backlog"):
+        if name in post:
+            data[name] = post.get(name).strip() or None
     if "alarm_emails" in post:
         data["alarm_emails"] = [e.strip() for e in post.get("alarm_emails", "").replace(",", "\n").splitlines() if e.strip()]
     if "webhook_url" in post:  # rows with the URL cleared are removed

@@ -120,10 +120,12 @@ class Migration(migrations.Migration):
                 ('pulled_rank', models.IntegerField(blank=True, null=True)),
                 ('pulled_total', models.IntegerField(blank=True, null=True)),
                 ('publish_id', models.BigIntegerField(blank=True, null=True)),
+                ('priority', models.SmallIntegerField(default=4)),
+                ('expires_at', models.DateTimeField(blank=True, null=True)),
             ],
             options={
                 'db_table': 'mq_message',
-                'indexes': [models.Index(fields=['topic', 'group_name', 'status', 'effect_time'], name='ix_msg_claim'), models.Index(fields=['topic', 'group_name', 'status', 'id'], name='ix_msg_order'), models.Index(fields=['key', 'topic', 'group_name', 'status'], name='ix_msg_key'), models.Index(fields=['status', 'id'], name='ix_msg_status'), models.Index(fields=['topic', 'id'], name='ix_msg_topic')],
+                'indexes': [models.Index(fields=['topic', 'group_name', 'status', 'effect_time'], name='ix_msg_claim'), models.Index(fields=['topic', 'group_name', 'status', '-priority', 'effect_time'], name='ix_msg_priority'), models.Index(fields=['topic', 'group_name', 'status', 'id'], name='ix_msg_order'), models.Index(fields=['key', 'topic', 'group_name', 'status'], name='ix_msg_key'), models.Index(fields=['status', 'id'], name='ix_msg_status'), models.Index(fields=['topic', 'id'], name='ix_msg_topic'), models.Index(fields=['status', 'expires_at'], name='ix_msg_expiry')],
                 'constraints': [models.UniqueConstraint(fields=('topic', 'group_name', 'dedup_key'), name='uq_msg_dedup')],
             },
         ),
@@ -153,6 +155,8 @@ class Migration(migrations.Migration):
                 ('pulled_rank', models.IntegerField(blank=True, null=True)),
                 ('pulled_total', models.IntegerField(blank=True, null=True)),
                 ('publish_id', models.BigIntegerField(blank=True, null=True)),
+                ('priority', models.SmallIntegerField(default=4)),
+                ('expires_at', models.DateTimeField(blank=True, null=True)),
             ],
             options={
                 'db_table': 'mq_message_archive',

@@ -39,16 +39,18 @@ OUTCOME_OF_EVENT = {
 @dataclass(frozen=True)
 class AckResult:
     id: int
-    status: str  # SUCCESS or FAIL
+    status: str  # SUCCESS, FAIL or RETRY (a snooze)
     log: str = ""
     retry: bool = True  # False: fail permanently (an extension of API.md's ack)
+    delay_seconds: float | None = None  # RETRY: deliver again after this, no retry spent
 
 
 @retry_on_lock_conflict
 def messages_ack(*, principal: Principal, consumer: str, results: list[AckResult]) -> list[dict[str, Any]]:
     """Apply a consumer's results in one transaction; one outcome per result, in order.
 
-    success / retry_scheduled / failed change the message; `stale` (not held by this
+    success / retry_scheduled / failed change the message (a RETRY result, a snooze, is
+    `retry_scheduled` without spending a retry); `stale` (not held by this
     consumer any more) changes nothing but the trace. Acking the same result twice returns
     the first outcome again: the message's last event is this consumer's ack.
     """
@@ -62,6 +64,7 @@ def messages_ack(*, principal: Principal, consumer: str, results: list[AckResult
         succeeded: dict[int, Message] = {}
         logs: dict[int, str] = {}
         failures: list[lifecycle.Failure] = []
+        snoozes: list[tuple[Message, float, str]] = []
         traces: list[TraceRow] = []
         for result in results:
             message = messages.get(result.id)
@@ -72,15 +75,20 @@ def messages_ack(*, principal: Principal, consumer: str, results: list[AckResult
             elif result.status == Status.SUCCESS:
                 succeeded[message.id], logs[message.id] = message, result.log
                 outcomes.append({"id": message.id, "outcome": "success"})
+            elif result.status == "RETRY":
+                snoozes.append((message, result.delay_seconds or 0.0, result.log))
+                outcomes.append({"id": message.id})  # filled in below
             else:
                 failures.append(lifecycle.Failure(message, topics.get(message.topic), consumer, result.log,
                                                   result.retry))
                 outcomes.append({"id": message.id})  # filled in below
         traces += lifecycle.succeed(list(succeeded.values()), consumer=consumer, logs=logs, now=now)
         traces += lifecycle.fail(failures, expired=False, now=now)
+        traces += lifecycle.snooze(snoozes, consumer=consumer, now=now)
         trace_write(traces)
-    lifecycle.wake_after_commit(f.message for f in failures)  # committed, or at the caller's commit
-    lifecycle.wake_freed_slots([*succeeded.values(), *(f.message for f in failures)], topics)
+    again = [*(f.message for f in failures), *(m for m, _, _ in snoozes)]
+    lifecycle.wake_after_commit(again)  # committed, or at the caller's commit
+    lifecycle.wake_freed_slots([*succeeded.values(), *again], topics)
     for outcome in outcomes:
         if "outcome" not in outcome:
             outcome.update(_fail_outcome(messages[outcome["id"]]))

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from messages.filters import MessageFilter
-from messages.models import BulkJob, Message, Status
+from messages.models import DEAD_STATUSES, BulkJob, Message
 from messages.services.dead_letters import dead_letter_group_ids
 from messages.services.operations import bulk_job_create, messages_delete, messages_requeue
 from mqcenter.core.auth import Principal
@@ -31,7 +31,7 @@ def dead_letter_group_act(
                                 limit=GROUP_SYNC_LIMIT + 1)
     if len(ids) > GROUP_SYNC_LIMIT:
         kind = BulkJob.Kind.REDRIVE if action == "redrive" else BulkJob.Kind.DELETE
-        flt = MessageFilter(topic=topic, group=group, status=(Status.FAIL, Status.TIMEOUT))
+        flt = MessageFilter(topic=topic, group=group, status=DEAD_STATUSES)
         job = bulk_job_create(principal=principal, kind=kind, filter=flt, reason=reason)
         return {"job": job.id}
     if not ids:

@@ -3,7 +3,8 @@
 The reason of a dead letter is the first line of its last log with the parts that differ
 from one message to the next (quoted values, ids, numbers) replaced, so 2,000 rejects logged
 `bad payload for item N` are one group. A TIMEOUT message has no consumer log: its reason is
-the log of its last `lease_expired` / `dead` trace event.
+the log of its last `lease_expired` / `dead` trace event. An EXPIRED message's log says it
+expired undelivered.
 
 Bound: grouping reads the newest DEAD_LETTER_BOUND dead letters per status, each a backward
 range of the (status, id) index `ix_msg_status` (plus the primary-key lookups for their
@@ -19,7 +20,7 @@ from typing import Any
 from django.db.models import Max
 
 from messages.filters import MessageFilter
-from messages.models import MessageTrace, Status, TraceEvent
+from messages.models import DEAD_STATUSES, MessageTrace, TraceEvent
 from mqcenter.core.auth import Principal
 
 DEAD_LETTER_BOUND = 10_000
@@ -82,7 +83,7 @@ def dead_letter_groups(
     statuses, a sample (the newest message: id and its log) and the reason."""
     rows: list[dict[str, Any]] = []
     truncated = False
-    for status in (Status.FAIL, Status.TIMEOUT):
+    for status in DEAD_STATUSES:
         query = MessageFilter(status=(status,), topic=topic).queryset(principal)
         part = list(query.order_by("-id").values(*_FIELDS)[: bound + 1])
         truncated = truncated or len(part) > bound
@@ -109,7 +110,7 @@ def dead_letter_groups(
 
 
 def _group_rows(principal: Principal, topic: str, group: str) -> Any:
-    return MessageFilter(topic=topic, group=group, status=(Status.FAIL, Status.TIMEOUT)).queryset(principal)
+    return MessageFilter(topic=topic, group=group, status=DEAD_STATUSES).queryset(principal)
 
 
 def dead_letter_group_ids(

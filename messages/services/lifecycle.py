@@ -135,6 +135,25 @@ def fail(failures: list[Failure], *, expired: bool, now: datetime) -> list[Trace
     return traces
 
 
+def snooze(snoozes: list[tuple[Message, float, str]], *, consumer: str, now: datetime) -> list[TraceRow]:
+    """RUNNING messages held by `consumer` (message, delay seconds, log) back to NEW after
+    their delay, asked for by the consumer itself: no retry spent. The delivery still counts
+    as an attempt; its pull stays on the row until the next lease writes it out, as after a
+    failure. Returns the trace rows to write."""
+    by_time: dict[tuple[datetime, str], list[int]] = defaultdict(list)
+    traces = []
+    for message, delay, log in snoozes:
+        message.status, message.effect_time = Status.NEW, now + timedelta(seconds=delay)
+        message.last_log, message.lease_expires_at, message.update_time = log[:LOG_LIMIT], None, now
+        by_time[(message.effect_time, message.last_log)].append(message.id)
+        traces.append(trace_row(message, TraceEvent.RETRY_SCHEDULED, at=now, actor=consumer,
+                                log=f"snoozed until {message.effect_time.isoformat()}" + (f": {log}" if log else "")))
+    for (effect_time, last_log), ids in by_time.items():
+        Message.objects.filter(id__in=ids).update(status=Status.NEW, effect_time=effect_time, last_log=last_log,
+                                                  lease_expires_at=None, update_time=now)
+    return traces
+
+
 def release(messages: list[Message], *, consumer: str, now: datetime) -> list[TraceRow]:
     """RUNNING messages held by `consumer` back to NEW at once: no retry spent, and the
     delivery does not count as an attempt."""

@@ -214,6 +214,7 @@ def _copy(
         update_time=now,
         producer=principal.name[:200],
         publish_id=None,
+        priority=message.priority,  # a moved message keeps its priority; its expiry stays behind
     )
 
 

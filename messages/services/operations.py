@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from messages.filters import MessageFilter
-from messages.models import BulkJob, Message, MessageTrace, Status, TraceEvent
+from messages.models import DEAD_STATUSES, BulkJob, Message, MessageTrace, Status, TraceEvent
 from messages.services.archive_redrive import archive_redrive_job_run
 from messages.services.dead_letters import dead_letter_group_ids
 from messages.services.move import move_job_run
@@ -108,13 +108,14 @@ def messages_requeue(
     dead_only: bool = True,
 ) -> dict[str, Any]:
     """Put messages back to NEW now with their topic's retries. `dead_only` (redrive) takes
-    only dead letters (FAIL/TIMEOUT); requeue also takes finished or waiting ones.
+    only dead letters (FAIL/TIMEOUT/EXPIRED); requeue also takes finished or waiting ones. A
+    requeued message loses its expiry (it would expire again at once).
     RUNNING messages are never taken from their consumer.
 
     A filter matching more than MQ_REDRIVE_SYNC_LIMIT messages becomes a background job.
     """
     kind = BulkJob.Kind.REDRIVE if dead_only else BulkJob.Kind.REQUEUE
-    statuses = [Status.FAIL, Status.TIMEOUT] if dead_only else [Status.NEW, Status.SUCCESS, Status.FAIL, Status.TIMEOUT]
+    statuses = list(DEAD_STATUSES) if dead_only else [Status.NEW, Status.SUCCESS, *DEAD_STATUSES]
     rows = _target_rows(principal, ids, filter).filter(status__in=statuses)
     if ids is None and _larger_than(rows, settings.MQ_REDRIVE_SYNC_LIMIT):
         return {"job": bulk_job_create(principal=principal, kind=kind, filter=filter).id}
@@ -208,9 +209,11 @@ def _requeue_batch(principal: Principal, rows, kind: str) -> int:  # type: ignor
             message.effect_time = now
             message.retry_remaining = topic.retry_count if topic else 0
             message.lease_expires_at = None
+            message.expires_at = None
             message.update_time = now
         Message.objects.bulk_update(
-            messages, ["status", "effect_time", "retry_remaining", "lease_expires_at", "update_time"], batch_size=500
+            messages, ["status", "effect_time", "retry_remaining", "lease_expires_at", "expires_at", "update_time"],
+            batch_size=500
         )
         trace_write(trace_row(m, TraceEvent.REDRIVEN, at=now, actor=principal.name, log=kind) for m in messages)
         if messages:
@@ -331,10 +334,10 @@ def _group_ids(principal: Principal, flt: MessageFilter, reason: str, before: in
 
 def _job_statuses(kind: str) -> list[str]:
     if kind == BulkJob.Kind.REDRIVE:
-        return [Status.FAIL, Status.TIMEOUT]
+        return list(DEAD_STATUSES)
     if kind == BulkJob.Kind.CANCEL:
         return list(CANCELLABLE_STATUSES)
-    return [Status.NEW, Status.SUCCESS, Status.FAIL, Status.TIMEOUT]
+    return [Status.NEW, Status.SUCCESS, *DEAD_STATUSES]
 
 
 def bulk_job_get(*, principal: Principal, job_id: int) -> BulkJob:

@@ -15,12 +15,12 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from messages import sql
-from messages.models import Message, Status
+from messages.models import DEFAULT_PRIORITY, Message, Status
 from messages.sql import insert_statements, insert_values
 from mqcenter.core import metrics
 from mqcenter.core.auth import Principal
 from mqcenter.core.db import retry_on_lock_conflict
-from mqcenter.core.errors import Forbidden, InvalidRequest
+from mqcenter.core.errors import BacklogFull, Forbidden, InvalidRequest
 from registry.wakeups import wakeup_hub
 from topics.locks import lock_topic, subscribed_groups
 from topics.models import Topic
@@ -51,6 +51,9 @@ class ProduceItem:
     timeout_seconds: int | None = None
     dedup_key: str | None = None
     broadcast: bool = False  # the same as no group: one copy per subscribed group
+    priority: int = DEFAULT_PRIORITY
+    ttl_seconds: float | None = None  # or expires_at: not delivered by then, EXPIRED
+    expires_at: datetime | None = None
 
 
 @dataclass(slots=True)  # not frozen, as ProduceItem
@@ -91,6 +94,8 @@ class NewMessage(NamedTuple):
     update_time: datetime
     producer: str
     publish_id: int | None
+    priority: int = DEFAULT_PRIORITY
+    expires_at: datetime | None = None
 
 
 @retry_on_lock_conflict
@@ -98,7 +103,9 @@ def messages_produce(*, principal: Principal, items: list[ProduceItem]) -> list[
     """Store every item in one transaction: an item naming a group once, for that group; an
     item without one (a publish) once for every group subscribed to its topic.
 
-    Returns only after the commit, so a 201 means the messages are durable. A repeated
+    Returns only after the commit, so a 201 means the messages are durable. A batch that
+    would put a group over its topic's `max_backlog` raises BacklogFull and stores nothing.
+    A repeated
     `dedup_key` within (topic, group) returns the stored message with duplicate=True and
     stores nothing. Waiting pulls are woken after the commit, never before.
     """
@@ -210,6 +217,7 @@ def _store(
         plan.append((len(fresh), False))
         fresh.append(row)
 
+    _backlog_check(fresh, topics)
     ids = insert_values(Message, fresh, return_ids=True)
     results = [
         step if isinstance(step, ProduceResult)
@@ -217,6 +225,26 @@ def _store(
         for step in plan
     ]
     return results, {(r.topic, r.group_name) for r in fresh}
+
+
+def _backlog_check(rows: list[NewMessage], topics: dict[str, Topic]) -> None:
+    """Refuse the whole batch (BacklogFull, 429) if it would leave a group of a topic with a
+    `max_backlog` holding more NEW messages than that. Only such topics pay for it: one count
+    per (topic, group) of at most max_backlog + 1 index entries of `(topic, group_name,
+    status, ...)`, never the group's finished rows. Not a lock: concurrent produces may each
+    pass and overshoot the limit by their own batches."""
+    incoming = Counter((r.topic, r.group_name) for r in rows if topics[r.topic].max_backlog is not None)
+    for (topic, group), count in sorted(incoming.items()):
+        limit: int = topics[topic].max_backlog  # type: ignore[assignment]
+        backlog = Message.objects.filter(topic=topic, group_name=group, status=Status.NEW).values("id")[: limit + 1].count()
+        if backlog + count > limit:
+            retry_after = settings.MQ_BACKLOG_RETRY_AFTER_SECONDS
+            raise BacklogFull(
+                f"Group {group!r} of topic {topic!r} holds {backlog if backlog <= limit else f'over {limit}'} "
+                f"waiting messages; this produce would put it over its max_backlog of {limit}. Retry later.",
+                details={"topic": topic, "group": group, "max_backlog": limit, "backlog": min(backlog, limit + 1),
+                         "incoming": count, "retry_after": retry_after},
+            )
 
 
 def _count(results: list[ProduceResult]) -> None:
@@ -240,7 +268,8 @@ def _message_row(
         retry_remaining=topic.retry_count if item.retry_count is None else item.retry_count, attempt=0,
         timeout_seconds=topic.timeout_seconds if item.timeout_seconds is None else item.timeout_seconds,
         dedup_key=item.dedup_key, last_log="", add_time=now, update_time=now, producer=producer,
-        publish_id=publish_id,
+        publish_id=publish_id, priority=item.priority,
+        expires_at=now + timedelta(seconds=item.ttl_seconds) if item.ttl_seconds else item.expires_at,
     )
 
 

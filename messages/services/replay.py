@@ -105,7 +105,7 @@ def archived_copy(row: dict[str, Any], *, topic: Topic, group: str, actor: str) 
 
 
 COPIED_FIELDS = ("id", "data", "key", "headers", "status", "effect_time", "timeout_seconds", "add_time",
-                 "producer", "publish_id")
+                 "producer", "publish_id", "priority")
 
 
 def _published(model: type[Model], topic: str, since: datetime | None, after: int, high_water: int) -> list[dict]:
@@ -128,6 +128,7 @@ def _copy(row: dict[str, Any], topic: Topic, group: str, now: datetime, actor: s
         effect_time=effect_time, retry_remaining=topic.retry_count, attempt=0,
         timeout_seconds=row["timeout_seconds"], dedup_key=dedup_key, last_log="", add_time=row["add_time"],
         update_time=now, producer=(row["producer"] or actor)[:200], publish_id=row["publish_id"],
+        priority=row["priority"],
     )
 
 

@@ -14,7 +14,7 @@ from messages.models import MaintenanceRun
 
 logger = logging.getLogger(__name__)
 
-JOBS = ("flush", "retry", "delay", "cleanup", "alarms")
+JOBS = ("flush", "retry", "delay", "expire", "cleanup", "alarms")
 
 
 def maintenance_run(*, job: str, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:

@@ -63,6 +63,12 @@ class RateLimited(MQError):
     status, code = 429, "rate_limited"
 
 
+class BacklogFull(MQError):
+    """A produce would put a group over its topic's max_backlog (details.retry_after)."""
+
+    status, code = 429, "backlog_full"
+
+
 class Unavailable(MQError):
     status, code = 503, "unavailable"
 

@@ -39,7 +39,7 @@ def test_it_finds_a_failed_message_by_key_edits_redrives_and_watches_it_succeed(
     shot(page, "dead-letters")
     page.click("nav >> text=Messages")
     page.fill("input[name=key]", "cust-7")
-    page.select_option("select[name=status]", "FAIL,TIMEOUT")
+    page.select_option("select[name=status]", "FAIL,TIMEOUT,EXPIRED")
     page.click("form.filters button[type=submit]")
     page.wait_for_url(re.compile(r".*key=cust-7.*"))  # HTMX pushed the filter into the URL
     row_link = page.locator(f"#message-table a[href='/messages/{message_id}/']")

@@ -175,7 +175,7 @@ def test_it_shows_each_jobs_health_for_the_console() -> None:
     maintenance_run(job="flush", work=stats_flush)
 
     health = {row["job"]: row for row in maintenance_health()}
-    assert list(health) == ["flush", "retry", "delay", "cleanup", "alarms"]
+    assert list(health) == ["flush", "retry", "delay", "expire", "cleanup", "alarms"]
     assert health["flush"]["outcome"] == "ok" and health["flush"]["runs"] == 1
     assert health["flush"]["last_duration_ms"] is not None
     assert health["cleanup"]["outcome"] is None and health["cleanup"]["runs"] == 0

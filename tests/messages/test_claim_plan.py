@@ -13,13 +13,16 @@ from messages.models import Message, Status
 pytestmark = pytest.mark.django_db
 
 
-def fill(count: int, status: str, *, topic: str = "busy", delay: timedelta = timedelta(0)) -> None:
+def fill(
+    count: int, status: str, *, topic: str = "busy", delay: timedelta = timedelta(0), priorities: int = 1
+) -> None:
+    """`count` rows; with `priorities` > 1, priorities cycle through 0 .. priorities-1."""
     now = timezone.now()
     Message.objects.bulk_create(
         [
             Message(topic=topic, group_name="default", data="1", status=status, effect_time=now + delay,
-                    add_time=now, update_time=now)
-            for _ in range(count)
+                    add_time=now, update_time=now, priority=n % priorities if priorities > 1 else 4)
+            for n in range(count)
         ],
         batch_size=1000,
     )
@@ -52,6 +55,34 @@ def test_it_claims_along_the_claim_index_without_sorting_the_backlog() -> None:
     assert int(plan[0]["rows"]) < 500
     rows = sql.claimable_rows("busy", "default", timezone.now(), 100, lock=False)
     assert len(rows) == 50
+
+
+@pytest.mark.skipif(connection.vendor != "mysql", reason="FORCE INDEX plans are MySQL/MariaDB's")
+def test_it_claims_by_priority_along_its_index_without_sorting_or_reading_finished_rows() -> None:
+    fill(3000, Status.SUCCESS, priorities=10)  # finished history, every priority
+    fill(3000, Status.FAIL, priorities=10)
+    fill(100, Status.NEW, delay=timedelta(hours=1), priorities=10)  # delayed
+    fill(60, Status.NEW, priorities=10)  # deliverable
+    fill(2000, Status.NEW, topic="other", priorities=10)
+    from messages import sql
+
+    plan = explain(
+        sql.claim_select(by_priority=True, lock=True), ["busy", "default", Status.NEW, timezone.now(), 100]
+    )
+    assert len(plan) == 1
+    assert plan[0]["key"] == "ix_msg_priority"
+    assert plan[0]["type"] in ("range", "ref")
+    # The index gives the order: no filesort, and the effect_time test is made on the index
+    # entries, so delayed rows are skipped without reading them.
+    assert "filesort" not in str(plan[0]["Extra"]).lower()
+    assert "Using index condition" in str(plan[0]["Extra"])
+    # The range is the group's NEW rows (deliverable and delayed), never its 6,000 finished ones.
+    assert int(plan[0]["rows"]) <= 400
+    rows = sql.claimable_rows("busy", "default", timezone.now(), 100, lock=False, by_priority=True)
+    assert len(rows) == 60
+    in_claim_order = sorted(rows, key=lambda m: (-m.priority, m.effect_time, m.id))
+    assert [m.id for m in rows] == [m.id for m in in_claim_order]
+    assert (rows[0].priority, rows[-1].priority) == (9, 0)
 
 
 @pytest.mark.skipif(connection.vendor != "mysql", reason="MySQL/MariaDB plans")

@@ -5,7 +5,9 @@
 ``E2E_TIMEOUT`` (the decorator's timeout); ``E2E_PREFETCH``; ``E2E_START`` (the
 decorator's ``start``: the groups are created from there); ``E2E_SLEEP`` (seconds per
 message) and ``E2E_SLEEP_FIRST`` (seconds on attempt 1 only); ``E2E_EVENTS`` (a file that
-gets one JSON line per handler start and end). A message with key ``reject`` raises Reject.
+gets one JSON line per handler start and end). A message with key ``reject`` raises Reject;
+one with key ``snooze`` raises Snooze(1) on its first attempt, one with key ``snooze-long``
+Snooze(10**7) (longer than the broker allows).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import json
 import os
 import time
 
-from mqclient import Message, Reject, consumer
+from mqclient import Message, Reject, Snooze, consumer
 
 TOPIC = os.environ["E2E_TOPIC"]
 GROUPS = [g for g in os.environ.get("E2E_GROUPS", "default").split(",") if g]
@@ -50,6 +52,10 @@ def handle(message: Message) -> str:
     record("start", message)
     if message.key == "reject":
         raise Reject("e2e says no")
+    if message.key == "snooze" and message.attempt == 1:
+        raise Snooze(1, "e2e says later")
+    if message.key == "snooze-long" and message.attempt == 1:
+        raise Snooze(10**7, "e2e says much later")
     time.sleep(SLEEP_FIRST if message.attempt == 1 else SLEEP)
     record("end", message)
     return f"done by {os.getpid()}"

@@ -230,6 +230,38 @@ def test_reject_fails_a_message_for_good_and_a_string_return_is_logged(
     assert scenario.admin.message(accepted)["last_log"].startswith("done by ")
 
 
+@pytest.mark.parametrize("websocket", ["0", "1"])
+def test_a_snoozing_handler_gets_the_message_again_after_the_delay_without_spending_a_retry(
+    scenario: Scenario, websocket: str
+) -> None:
+    scenario.admin.create_topic(scenario.topic, retry_count=0)
+    scenario.consumer("snoozing", concurrency=2, MQ_WEBSOCKET=websocket)
+    with scenario.producer() as producer:
+        snoozed = producer.produce(scenario.topic, {"n": 1}, key="snooze").id
+    wait_until(lambda: _all_status(scenario, "SUCCESS", 1), 30, "the snoozed message to succeed")
+    message = scenario.admin.message(snoozed)
+    assert (message["attempt"], message["retry_remaining"]) == (2, 0)
+    starts = sorted(e["t"] for e in read_events(scenario.events) if e["event"] == "start")
+    assert len(starts) == 2 and starts[1] - starts[0] >= 1.0
+    assert next(e["log"] for e in iter_trace(message, "retry_scheduled")).startswith("snoozed until ")
+
+
+def test_a_snooze_the_broker_refuses_is_acked_as_a_failure_without_losing_the_batch(
+    scenario: Scenario,
+) -> None:
+    scenario.admin.create_topic(scenario.topic, retry_count=1, retry_strategy="fixed", retry_interval_seconds=0)
+    scenario.consumer("oversnoozing", concurrency=4)
+    with scenario.producer() as producer:
+        too_long = producer.produce(scenario.topic, {"n": 1}, key="snooze-long").id
+        plain = [producer.produce(scenario.topic, {"n": n}).id for n in range(3)]
+    wait_until(lambda: _all_status(scenario, "SUCCESS", 4), 30, "every message to succeed")
+    message = scenario.admin.message(too_long)
+    assert (message["attempt"], message["retry_remaining"]) == (2, 0)
+    nacked = [e["log"] for e in iter_trace(message, "nacked")]
+    assert len(nacked) == 1 and nacked[0].startswith("snooze of 1e+07s refused: ")
+    assert all(scenario.admin.message(i)["attempt"] == 1 for i in plain)
+
+
 def test_websocket_mode_delivers_on_push_and_stops_without_waiting_for_a_poll(
     scenario: Scenario,
 ) -> None:

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from mqclient import ClientConfig, ConfigurationError, Message, Reject, consumer
+from mqclient import ClientConfig, ConfigurationError, Message, Reject, Snooze, consumer
 from mqclient.consumer import clear_registry, registered_consumers
 from mqclient.leases import stale_ids
 from mqclient.logs import JsonFormatter
@@ -24,15 +24,15 @@ MSG = Message(id=1, topic="t", group="g", data={"x": 1})
 
 
 def test_a_returning_handler_is_success_and_its_string_is_the_log() -> None:
-    assert invoke(_spec(lambda m: "charged"), MSG) == ("SUCCESS", "charged", True)
-    assert invoke(_spec(lambda m: None), MSG) == ("SUCCESS", "", True)
+    assert invoke(_spec(lambda m: "charged"), MSG) == ("SUCCESS", "charged", True, None)
+    assert invoke(_spec(lambda m: None), MSG) == ("SUCCESS", "", True, None)
 
 
 def test_a_raising_handler_fails_with_the_exception_text() -> None:
     def boom(message: Message) -> None:
         raise ValueError("card declined")
 
-    status, log, retry = invoke(_spec(boom), MSG)
+    status, log, retry, _ = invoke(_spec(boom), MSG)
     assert (status, retry) == ("FAIL", True)
     assert log.startswith("ValueError: card declined")
 
@@ -41,14 +41,23 @@ def test_reject_fails_without_retry() -> None:
     def reject(message: Message) -> None:
         raise Reject("unknown customer")
 
-    assert invoke(_spec(reject), MSG) == ("FAIL", "rejected: unknown customer", False)
+    assert invoke(_spec(reject), MSG) == ("FAIL", "rejected: unknown customer", False, None)
+
+
+def test_snooze_asks_for_a_redelivery_after_its_delay() -> None:
+    def later(message: Message) -> None:
+        raise Snooze(30, "printer busy")
+
+    assert invoke(_spec(later), MSG) == ("RETRY", "printer busy", True, 30.0)
+    with pytest.raises(ValueError):
+        Snooze(-1)
 
 
 def test_an_async_handler_is_awaited() -> None:
     async def handler(message: Message) -> str:
         return f"got {message.data['x']}"
 
-    assert invoke(_spec(handler), MSG) == ("SUCCESS", "got 1", True)
+    assert invoke(_spec(handler), MSG) == ("SUCCESS", "got 1", True, None)
 
 
 def test_the_decorator_validates_and_leaves_the_function_callable() -> None:

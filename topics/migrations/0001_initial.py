@@ -64,6 +64,7 @@ class Migration(migrations.Migration):
                 ('alarm_emails', models.JSONField(blank=True, default=list)),
                 ('alarm_webhooks', models.JSONField(blank=True, default=list)),
                 ('backlog_alarm_threshold', models.PositiveIntegerField(blank=True, null=True)),
+                ('max_backlog', models.PositiveIntegerField(blank=True, null=True)),
                 ('paused', models.BooleanField(default=False)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('updated_at', models.DateTimeField(auto_now=True)),

@@ -14,6 +14,7 @@ from django_celery_beat.models import IntervalSchedule, PeriodicTask
 # (Periodic tasks); running this command again keeps their changes unless --reset.
 DEFAULT_SCHEDULES: tuple[tuple[str, str, int, str], ...] = (
     ("mq maintenance: flush", "messages.maintenance.flush", 15, "stats buckets and backlog snapshots"),
+    ("mq maintenance: expire", "messages.maintenance.expire", 15, "undelivered messages past expires_at to EXPIRED"),
     ("mq maintenance: cleanup", "messages.maintenance.cleanup", 3600, "archive, Parquet export, purge, registry prune"),
     ("mq maintenance: alarms", "messages.maintenance.alarms", 60, "backlog / age / dead-letter alarms by e-mail"),
     ("mq transactions: check-back", "messages.transactions.check", 5, "ask producers about open transactions"),

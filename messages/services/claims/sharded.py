@@ -11,7 +11,7 @@ from django.db.models import Count, Min
 
 from messages import sql
 from messages.models import Message, Status
-from messages.services import lifecycle
+from messages.services import expiry, lifecycle
 from messages.services.claims.gate import Claim, gate_open, gate_spend
 from mqcenter.core.db import retry_on_lock_conflict
 
@@ -32,7 +32,10 @@ def claim_sharded(
         if gate.limit == 0:
             return Claim([], gate.retry_at)
         per_key = gate.flow.key_concurrency if gate.flow is not None else 1
-        candidates = sql.claimable_rows(topic, group, now, gate.limit * SHARD_LOOKAHEAD, lock=False)
+        # Expired rows become EXPIRED first, so a key's head is never an expired message.
+        candidates, more = expiry.claimed_live(
+            lambda: sql.claimable_rows(topic, group, now, gate.limit * SHARD_LOOKAHEAD, lock=False), now=now
+        )
         keys = {m.key for m in candidates if m.key is not None}
         running: Counter[str] = Counter(dict(
             Message.objects.filter(key__in=keys, **scope, status=Status.RUNNING)
@@ -53,4 +56,4 @@ def claim_sharded(
                 break
         leased = lifecycle.lease(chosen, consumer=consumer, rank=rank, now=now) if chosen else []
         gate_spend(group_pk, gate, len(leased), now)
-        return Claim(leased, None)
+        return Claim(leased, now if more and not leased else None)  # expired rows ahead: look again now
