@@ -139,6 +139,7 @@ class BulkJob(models.Model):
         DELETE = "delete"
         CANCEL = "cancel"
         REPLAY = "replay"  # copies of a topic's history into a new group (messages/services/replay.py)
+        PURGE = "purge"  # everything of a deleted topic (messages/services/purge.py)
 
     class State(models.TextChoices):
         QUEUED = "queued"

@@ -18,6 +18,7 @@ from django.utils import timezone
 from messages.filters import MessageFilter
 from messages.models import BulkJob, Message, MessageTrace, Status, TraceEvent
 from messages.services.dead_letters import dead_letter_group_ids
+from messages.services.purge import topic_purge_run
 from messages.services.replay import replay_job_run
 from messages.services.trace import trace_row, trace_write
 from mqcenter.celery import app as celery_app
@@ -27,7 +28,7 @@ from mqcenter.core.dates import parse_iso_datetime
 from mqcenter.core.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge
 from registry.wakeups import wakeup_hub
 from topics.models import Topic
-from topics.services import topic_require_biz
+from topics.services import topic_is_deleting, topic_require_biz
 
 EDITABLE_STATUSES = (Status.NEW, Status.SUCCESS, Status.FAIL, Status.TIMEOUT)
 # Not yet running and not finished: a waiting (possibly delayed) message, or half of an
@@ -44,7 +45,7 @@ def message_get(*, principal: Principal, message_id: int, for_update: bool = Fal
     topic = Topic.objects.filter(name=message.topic).first()
     if topic is not None:
         topic_require_biz(principal, topic)
-    elif principal.biz_ids is not None:
+    elif principal.biz_ids is not None or topic_is_deleting(message.topic):
         raise NotFound(f"Message {message_id} does not exist.", details={"id": message_id})
     return message
 
@@ -269,6 +270,8 @@ def bulk_job_run(*, job_id: int, max_batches: int | None = None) -> BulkJob:
         return job
     if job.kind == BulkJob.Kind.REPLAY:
         return replay_job_run(job, max_batches=max_batches)
+    if job.kind == BulkJob.Kind.PURGE:
+        return topic_purge_run(job=job, max_batches=max_batches)
     principal = bulk_job_principal(job)
     reason = job.filter.get("reason")
     flt = MessageFilter.parse({k: v for k, v in job.filter.items() if k != "reason"})
