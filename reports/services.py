@@ -258,3 +258,21 @@ def report_result_visible(*, principal: Principal, result: dict[str, Any] | None
     if "messages" in result:
         visible["messages"] = sum(row["messages"] for row in visible.get("groups", []))
     return visible
+
+
+def report_error_visible(*, operator: Principal | None, run: ReportRun) -> str | None:
+    """A failed run's error text for an operator of every business line the run covered, or
+    None. The text may quote topics and data of any line the run read: a run over named
+    topics shows it to operators of all their lines, a run over every topic only to global
+    operators; viewers never see it."""
+    if not run.error or operator is None:
+        return None
+    if operator.biz_ids is None:
+        return run.error
+    from topics.models import Topic
+
+    names = run.params.get("topics") or []
+    lines = set(Topic.objects.filter(name__in=names).values_list("biz_id", flat=True))
+    if not names or len(lines) == 0 or None in lines or not lines <= operator.biz_ids:
+        return None
+    return run.error
