@@ -34,6 +34,8 @@ from topics.services import topic_delete, topic_require_drained
 # Messages removed per transaction: a large topic holds no long locks. A topic with at most
 # this many messages is purged within the delete request.
 PURGE_BATCH = 1000
+# Batches the maintenance job works on each unfinished purge per run (it has other work too).
+RESUME_BATCHES = 20
 
 
 def topic_remove(*, principal: Principal, topic: Topic) -> BulkJob | None:
@@ -72,6 +74,9 @@ def topic_purge_run(*, job: BulkJob, max_batches: int | None = None) -> BulkJob:
     if job.state == BulkJob.State.QUEUED:
         job.state = BulkJob.State.RUNNING
         job.save(update_fields=["state"])
+    # The small things first, so the charts and alarms of the name are gone at once.
+    StatsBucket.objects.filter(topic=name).delete()
+    Alarm.objects.filter(topic=name).delete()
     batches = 0
     for model in (Message, MessageArchive):
         while max_batches is None or batches < max_batches:
@@ -109,16 +114,15 @@ def topic_purge_run(*, job: BulkJob, max_batches: int | None = None) -> BulkJob:
     return job
 
 
-def topic_purges_resume() -> int:
-    """Run the purge of every topic being deleted whose job is not running on a worker now
-    (a lost task, a worker killed mid-job): maintenance calls this. Returns how many ran."""
-    deleting = list(
-        Topic.all_objects.filter(deleting_at__isnull=False).values_list("pk", flat=True)
-    )
+def topic_purges_resume(*, max_batches: int = RESUME_BATCHES) -> int:
+    """Work on every unfinished purge (a lost task, a worker killed mid-job), at most
+    `max_batches` batches each: maintenance calls this, and a purge that is also running on a
+    worker is safe to run twice (each batch deletes what it finds). Returns how many ran."""
+    deleting = set(Topic.all_objects.filter(deleting_at__isnull=False).values_list("pk", flat=True))
     ran = 0
     for job in BulkJob.objects.filter(kind=BulkJob.Kind.PURGE).exclude(state=BulkJob.State.DONE):
         if job.filter.get("topic_id") in deleting:
-            topic_purge_run(job=job)
+            topic_purge_run(job=job, max_batches=max_batches)
             ran += 1
     return ran
 
