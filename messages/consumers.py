@@ -3,18 +3,24 @@
 The browser opens `/ws/console/dashboard` or `/ws/console/messages/<id>` with its session
 cookie; the socket re-reads the page's live part every LIVE_SECONDS and pushes the rendered
 HTML fragment when it changed (console.js swaps it in). Reads go through the same selectors
-and role checks as the pages, and the socket closes when the user loses the role.
+and role checks as the pages, with the session and the user read again each time: the socket
+closes (4403) within LIVE_SECONDS of a sign-out, a deactivation or a removed grant, and a
+narrowed grant narrows what it shows (a message page no longer reachable closes with 4404).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from importlib import import_module
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from django.contrib import auth
 from django.template.loader import render_to_string
 
 from mqcenter.core.errors import MQError
@@ -54,22 +60,31 @@ class ConsoleLiveSocket(AsyncWebsocketConsumer):
                 return
             except Exception:  # a failed read must not kill the page: try again next tick
                 logger.exception("live console render failed")
-                html = None
-            if html is None and last is not None:
-                pass
-            elif html is None:
+                await asyncio.sleep(LIVE_SECONDS)
+                continue
+            if html is None:  # signed out, deactivated or grant removed since connecting
                 await self.close(code=4403)
                 return
-            elif html != last:
+            if html != last:
                 await self.send(text_data=html)
                 last = html
             await asyncio.sleep(LIVE_SECONDS)
 
     def _render_checked(self) -> str | None:
-        principal = console_principal(self.scope.get("user"), ConsoleRole.VIEWER)
-        if principal is None:  # signed out, deactivated or grant removed since connecting
+        principal = console_principal(self._current_user(), ConsoleRole.VIEWER)
+        if principal is None:
             return None
         return self.render(principal)
+
+    def _current_user(self) -> Any:
+        """The session's user as the database has it now, not as it was at connect: None once
+        the session is gone (signed out, flushed, expired) or the user's password changed."""
+        key = getattr(self.scope.get("session"), "session_key", None)
+        if not key:
+            return None
+        store = import_module(settings.SESSION_ENGINE).SessionStore(key)
+        user = auth.get_user(SimpleNamespace(session=store))  # type: ignore[arg-type]
+        return user if user.is_authenticated else None
 
     def render(self, principal: Any) -> str:
         raise NotImplementedError

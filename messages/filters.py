@@ -13,6 +13,7 @@ from mqcenter.core.auth import Principal
 from mqcenter.core.dates import parse_iso_datetime
 from mqcenter.core.errors import InvalidRequest
 from topics.models import Topic
+from topics.services import topic_is_deleting
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,8 @@ class MessageFilter:
             # of a business line's rows before the LIMIT (seconds at 1M rows).
             names = list(Topic.objects.filter(biz_id__in=principal.biz_ids).values_list("name", flat=True))
             rows = rows.filter(topic__in=names)
+        elif self.topic and topic_is_deleting(self.topic):
+            return rows.none()  # a deleted topic's messages, until its purge removes them
         return rows
 
 

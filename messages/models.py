@@ -160,6 +160,7 @@ class BulkJob(models.Model):
         REPLAY = "replay"  # copies of a topic's history into a new group (messages/services/replay.py)
         ARCHIVE_REDRIVE = "archive_redrive"  # archived messages copied back (messages/services/archive_redrive.py)
         MOVE = "move"  # messages moved to another topic/group (messages/services/move.py)
+        PURGE = "purge"  # everything of a deleted topic (messages/services/purge.py)
 
     class State(models.TextChoices):
         QUEUED = "queued"

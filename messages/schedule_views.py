@@ -13,8 +13,8 @@ from django.views.decorators.http import require_POST
 
 from messages.services import schedules
 from messages.services.transactions import transactions_open
-from mqcenter.console import htmx_redirect, render_page
-from mqcenter.core.errors import InvalidRequest, MQError
+from mqcenter.console import htmx_redirect, json_from_form, render_page
+from mqcenter.core.errors import MQError
 from mqcenter.core.roles import console_principal, console_view
 from mqcenter.models import ConsoleRole
 
@@ -96,9 +96,6 @@ def _form(request: HttpRequest) -> dict[str, Any]:
 
 
 def _fields(form: dict[str, Any]) -> dict[str, Any]:
-    try:
-        data = json.loads(form["data"] or "null")
-    except ValueError as exc:
-        raise InvalidRequest("data must be valid JSON.", details={"field": "data"}) from exc
+    data = json_from_form(form["data"], "data")
     return {"name": form["name"], "topic": form["topic"], "group": form["group"] or None, "data": data,
             "cron": form["cron"], "timezone": form["timezone"] or "UTC", "enabled": form["enabled"]}

@@ -18,6 +18,7 @@ from messages.services.trace import row_events
 from mqcenter.core.auth import Principal
 from mqcenter.core.errors import InvalidRequest, NotFound
 from topics.models import Topic
+from topics.services import topic_is_deleting
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
@@ -207,7 +208,11 @@ def archive_get(*, principal: Principal, message_id: int) -> MessageArchive:
     if message is None:
         raise NotFound(f"Message {message_id} does not exist.", details={"id": message_id})
     topic = Topic.objects.filter(name=message.topic).first()
-    if (topic is None and principal.biz_ids is not None) or (topic is not None and not principal.may_biz(topic.biz_id)):
+    if topic is None:
+        hidden = principal.biz_ids is not None or topic_is_deleting(message.topic)
+    else:
+        hidden = not principal.may_biz(topic.biz_id)
+    if hidden:
         raise NotFound(f"Message {message_id} does not exist.", details={"id": message_id})
     return message
 

@@ -20,6 +20,7 @@ from mqcenter.console import (
     datetime_local,
     htmx_redirect,
     int_from_form,
+    json_from_form,
     moment_from_form,
     query_string,
     render_page,
@@ -189,11 +190,7 @@ def message_edit(request: HttpRequest, message_id: int) -> HttpResponse:
     message = services.message_get(principal=principal, message_id=message_id)
     changes: dict[str, Any] = {}
     if "data" in request.POST:
-        try:
-            value = json.loads(request.POST["data"])
-        except ValueError as exc:
-            raise InvalidRequest("data must be valid JSON.", details={"field": "data"}) from exc
-        text = services.data_text(value)
+        text = services.data_text(json_from_form(request.POST["data"], "data"))
         if len(text.encode()) > settings.MQ_MAX_DATA_BYTES:
             raise InvalidRequest(f"data is larger than {settings.MQ_MAX_DATA_BYTES} bytes.", details={"field": "data"})
         if text != message.data:
@@ -248,11 +245,7 @@ def message_add(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = {name: request.POST.get(name, "").strip() for name in form}
         try:
-            try:
-                data = json.loads(form["data"])
-            except ValueError as exc:
-                raise InvalidRequest("data must be valid JSON.", details={"field": "data"}) from exc
-            item: dict[str, Any] = {"topic": form["topic"], "data": data}
+            item: dict[str, Any] = {"topic": form["topic"], "data": json_from_form(form["data"], "data")}
             for name in ("group", "key", "dedup_key"):
                 if form[name]:
                     item[name] = form[name]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -61,6 +62,23 @@ def datetime_local(value: datetime | None) -> str:
     if value is None:
         return ""
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def json_from_form(value: str | None, field: str) -> Any:
+    """A JSON value typed into a console form: strict JSON that the broker can store (no NaN
+    or Infinity, no number beyond a float, no lone UTF-16 surrogate escape, not nested too
+    deeply), else InvalidRequest naming the field. Empty means null."""
+    try:
+        data = json.loads(value or "null", parse_constant=_no_constant)
+        json.dumps(data, allow_nan=False, ensure_ascii=False).encode()  # what storing it needs
+    except (ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
+        raise InvalidRequest(f"{field} must be valid JSON of Unicode text (no NaN or Infinity).",
+                             details={"field": field}) from exc
+    return data
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
 
 
 def int_from_form(value: str | None, field: str, *, low: int = 0, high: int = 10**9, default: int | None = None) -> int | None:

@@ -92,13 +92,12 @@ def users(request: HttpRequest) -> HttpResponse:
     error = ""
     if request.method == "POST":
         try:
+            role = request.POST.get("role", "")
             user = console_user_create(
                 actor=actor, username=request.POST.get("username", ""), password=request.POST.get("password", ""),
-                email=request.POST.get("email", "").strip(),
+                email=request.POST.get("email", "").strip(), role=role,
+                biz=_biz(request.POST.get("biz")) if role else None,
             )
-            role = request.POST.get("role", "")
-            if role:
-                console_grant_add(actor=actor, user=user, role=role, biz=_biz(request.POST.get("biz")))
         except MQError as exc:
             error = exc.message
         else:

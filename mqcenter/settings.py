@@ -276,6 +276,11 @@ MQ_LEASE_RECOVERY_SECONDS = float(os.environ.get("MQ_LEASE_RECOVERY_SECONDS", "1
 # Topic settings and groups are read once this often per broker process (topics/cache.py):
 # a change made through another process (pause, retry policy) applies within this delay.
 MQ_TOPIC_CACHE_SECONDS = float(os.environ.get("MQ_TOPIC_CACHE_SECONDS", "1.0"))
+# A deleted topic's row (and so its name) is removed this long after the delete at the
+# earliest: by then no broker process still holds the topic in its cache and produces to it.
+MQ_TOPIC_PURGE_SETTLE_SECONDS = float(
+    os.environ.get("MQ_TOPIC_PURGE_SETTLE_SECONDS", str(MQ_TOPIC_CACHE_SECONDS + 2.0))
+)
 # A lease outlives the execution timeout by this much, so a consumer that enforces its
 # timeout still has time to report the failure before the broker takes the message back.
 MQ_LEASE_GRACE_SECONDS = env_int("MQ_LEASE_GRACE_SECONDS", 5)

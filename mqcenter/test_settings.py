@@ -11,6 +11,9 @@ os.environ.setdefault("MQ_VAR_DIR", os.path.join(os.path.dirname(os.path.dirname
 from mqcenter.settings import *  # noqa: F403
 
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+# In-process tests have one process (no other topic cache): a deleted topic's name is free
+# as soon as its purge is done. Tests of the settling itself override this.
+MQ_TOPIC_PURGE_SETTLE_SECONDS = 0.0
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast test users
 
 # Parallel test runs (several developers on one machine) each get their own test database.

@@ -63,10 +63,12 @@ def report_run_create(
 ) -> ReportRun:
     """Record a queued run and, once committed, hand it to a Celery worker (`enqueue`).
 
-    Bad input (an unknown report or topic, an empty or too long window) is refused with
-    InvalidRequest, and recorded as a failed run with the reason, so the Reports page shows
-    what was asked and why it did not run.
+    Bad input (an unknown topic, an empty or too long window) is refused with InvalidRequest,
+    and recorded as a failed run with the reason, so the Reports page shows what was asked and
+    why it did not run. An unknown report is refused with nothing recorded: it names no run.
     """
+    if kind not in ReportRun.Kind.values:
+        raise InvalidRequest(f"unknown report {kind[:50]!r}; use trace or heap", details={"field": "kind"})
     params: dict[str, Any] = {
         "since": since.isoformat() if since else None,
         "until": until.isoformat() if until else None,
@@ -74,12 +76,10 @@ def report_run_create(
     if topics:
         params["topics"] = sorted(set(topics))
     try:
-        if kind not in ReportRun.Kind.values:
-            raise InvalidRequest(f"unknown report {kind!r}; use trace or heap", details={"field": "kind"})
         since, until = report_window(since=since, until=until)
         _require_topics(topics)
     except InvalidRequest as exc:
-        ReportRun.objects.create(kind=kind[:8], params=params, actor=actor[:200], state=ReportRun.State.FAILED,
+        ReportRun.objects.create(kind=kind, params=params, actor=actor[:200], state=ReportRun.State.FAILED,
                                  error=exc.message, started_at=timezone.now(), finished_at=timezone.now())
         raise
     params.update(since=since.isoformat(), until=until.isoformat())
@@ -258,3 +258,21 @@ def report_result_visible(*, principal: Principal, result: dict[str, Any] | None
     if "messages" in result:
         visible["messages"] = sum(row["messages"] for row in visible.get("groups", []))
     return visible
+
+
+def report_error_visible(*, operator: Principal | None, run: ReportRun) -> str | None:
+    """A failed run's error text for an operator of every business line the run covered, or
+    None. The text may quote topics and data of any line the run read: a run over named
+    topics shows it to operators of all their lines, a run over every topic only to global
+    operators; viewers never see it."""
+    if not run.error or operator is None:
+        return None
+    if operator.biz_ids is None:
+        return run.error
+    from topics.models import Topic
+
+    names = run.params.get("topics") or []
+    lines = set(Topic.objects.filter(name__in=names).values_list("biz_id", flat=True))
+    if not names or len(lines) == 0 or None in lines or not lines <= operator.biz_ids:
+        return None
+    return run.error

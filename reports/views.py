@@ -14,7 +14,12 @@ from reports.charts import heap_chart_png, trace_chart_png
 from reports.formatting import heap_verdicts, trace_verdicts
 from reports.models import ReportRun
 from reports.preflight import report_requirements_missing
-from reports.services import report_result_visible, report_run_create, report_run_get
+from reports.services import (
+    report_error_visible,
+    report_result_visible,
+    report_run_create,
+    report_run_get,
+)
 
 RECENT_RUNS = 50
 ACTIVE = (ReportRun.State.QUEUED, ReportRun.State.RUNNING)
@@ -23,10 +28,13 @@ ACTIVE = (ReportRun.State.QUEUED, ReportRun.State.RUNNING)
 @console_view(ConsoleRole.VIEWER)
 def report_list(request: HttpRequest) -> HttpResponse:
     runs = list(ReportRun.objects.defer("result")[:RECENT_RUNS])
+    operator = console_principal(request.user, ConsoleRole.OPERATOR)
+    for run in runs:
+        run.visible_error = report_error_visible(operator=operator, run=run)  # type: ignore[attr-defined]
     return render_page(request, "reports/reports.html", {
         "runs": runs,
         "active": any(run.state in ACTIVE for run in runs),
-        "may_run": console_principal(request.user, ConsoleRole.OPERATOR) is not None,
+        "may_run": operator is not None,
         "missing": report_requirements_missing(),
     }, partial="runs")
 
@@ -48,8 +56,10 @@ def report_run_now(request: HttpRequest) -> HttpResponse:
 def report_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = report_run_get(run_id=run_id)
     result = report_result_visible(principal=request.console.principal, result=run.result)
+    operator = console_principal(request.user, ConsoleRole.OPERATOR)
     return render_page(request, "reports/report.html", {
         "run": run,
+        "error": report_error_visible(operator=operator, run=run),
         "result": result,
         "finished": run.state not in ACTIVE,
         "reasons_by_group": _by_group((result or {}).get("reasons", [])),

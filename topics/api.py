@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -19,6 +19,7 @@ from topics.models import Biz, DeliveryMode, RetryStrategy, Topic
 from topics.webhooks import MAX_WEBHOOKS, WEBHOOK_FORMATS
 
 ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 409, 429, 503)}
+PurgeJobSerializer = inline_serializer("TopicPurgeJob", {"job": serializers.IntegerField(), "topic": serializers.CharField()})
 
 
 class BizSerializer(serializers.Serializer):
@@ -249,7 +250,9 @@ class TopicDetailView(APIView):
         updated = services.topic_update(actor=request.user.name, topic=row, settings=data, biz=biz, groups=groups)
         return Response(topic_out(updated))
 
-    @extend_schema(operation_id="topic_delete", responses={204: None, **ERRORS})
+    @extend_schema(operation_id="topic_delete", responses={204: None, 202: PurgeJobSerializer, **ERRORS})
     def delete(self, request: Request, topic: str) -> Response:
-        topic_remove(actor=request.user.name, topic=self._topic(request.user, topic, admin=True))
+        job = topic_remove(principal=request.user, topic=self._topic(request.user, topic, admin=True))
+        if job is not None:  # too large to purge within the call: a job does it
+            return Response({"job": job.id, "topic": topic}, status=status.HTTP_202_ACCEPTED)
         return Response(status=status.HTTP_204_NO_CONTENT)

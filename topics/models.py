@@ -44,6 +44,14 @@ def default_retry_count() -> int:
     return settings.MQ_DEFAULT_RETRY_COUNT
 
 
+class LiveTopics(models.Manager["Topic"]):
+    """Topics not being deleted: a topic whose purge is under way is gone for every reader,
+    while its row still holds the name (messages/services/purge.py)."""
+
+    def get_queryset(self) -> models.QuerySet[Topic]:
+        return super().get_queryset().filter(deleting_at__isnull=True)
+
+
 class Topic(models.Model):
     name = models.CharField(max_length=200, unique=True, validators=[name_validator])
     biz = models.ForeignKey(Biz, null=True, blank=True, on_delete=models.PROTECT, related_name="topics")
@@ -66,6 +74,11 @@ class Topic(models.Model):
     paused = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Set when the topic is deleted: its purge job removes everything of it, then the row.
+    deleting_at = models.DateTimeField(null=True, blank=True)
+
+    objects = LiveTopics()
+    all_objects = models.Manager()  # noqa: DJ012 - the second manager; also topics being deleted
 
     class Meta:
         ordering = ["name"]

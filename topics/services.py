@@ -63,8 +63,9 @@ def biz_update(*, actor: str, biz: Biz, changes: dict[str, Any]) -> Biz:
 
 
 def biz_delete(*, actor: str, biz: Biz) -> None:
-    """Delete a business line that owns no topics (topics must be moved or deleted first)."""
-    if biz.topics.exists():
+    """Delete a business line that owns no topics (topics must be moved or deleted first,
+    and their purge finished)."""
+    if Topic.all_objects.filter(biz=biz).exists():
         raise Conflict(f"Business line {biz.name!r} still owns topics.")
     with transaction.atomic():
         audit_record(actor=actor, action="biz.delete", target=biz, before=biz_snapshot(biz))
@@ -94,8 +95,24 @@ def topic_create(
                 TopicGroup.objects.create(topic=topic, name=group["group"], mode=group.get("mode", DeliveryMode.QUEUE))
             audit_record(actor=actor, action="topic.create", target=topic, after=_audited(topic_snapshot(topic)))
     except IntegrityError as exc:
+        topic_require_not_deleting(name)
         raise Conflict(f"Topic {name!r} already exists.", details={"field": "topic"}) from exc
     return topic
+
+
+def topic_is_deleting(name: str) -> bool:
+    """Whether a deleted topic of this name is still being purged."""
+    return Topic.all_objects.filter(name=name, deleting_at__isnull=False).exists()
+
+
+def topic_require_not_deleting(name: str) -> None:
+    """Raise Conflict while a deleted topic of this name is still being purged: the name is
+    free only once nothing of the old topic is left (messages/services/purge.py)."""
+    if topic_is_deleting(name):
+        raise Conflict(
+            f"Topic {name!r} is being deleted; its name is free once the purge finishes.",
+            details={"field": "topic", "topic": name},
+        )
 
 
 def topic_update(
@@ -147,12 +164,13 @@ def topic_require_drained(*, topic: Topic) -> None:
 
 
 def topic_delete(*, actor: str, topic: Topic) -> None:
-    """Delete the topic's row and its groups (`messages.services.purge.topic_remove` removes
-    its messages and history first). Refused while it still has live messages."""
-    topic_require_drained(topic=topic)
+    """Mark the topic deleted: gone for every reader, its name held until its purge job
+    removes the row (`messages.services.purge.topic_remove` calls this under the topic's
+    exclusive lock, after `topic_require_drained`)."""
     with transaction.atomic():
         audit_record(actor=actor, action="topic.delete", target=topic, before=_audited(topic_snapshot(topic)))
-        topic.delete()
+        topic.deleting_at = timezone.now()
+        topic.save(update_fields=["deleting_at"])
 
 
 def topic_snapshot(topic: Topic) -> dict[str, Any]:
@@ -190,6 +208,8 @@ def topics_for_produce(*, principal: Principal, names: Iterable[str], auto_creat
             pass  # another producer created it first
     if missing:
         topics.update(topic_cache.get_many(missing))
+        for name in sorted(missing - topics.keys()):
+            topic_require_not_deleting(name)
     for topic in topics.values():
         topic_require_biz(principal, topic)
     return topics

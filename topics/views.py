@@ -236,8 +236,11 @@ def topic_alarm_test(request: HttpRequest, name: str) -> HttpResponse:
 def topic_delete(request: HttpRequest, name: str) -> HttpResponse:
     principal = request.console.principal
     topic = topic_for(principal, name)
-    topic_remove(actor=principal.name, topic=topic)
-    flash.success(request, f"Deleted topic {name}.")
+    job = topic_remove(principal=principal, topic=topic)
+    if job is not None:
+        flash.success(request, f"Deleted topic {name}; its {job.total} messages are being removed (job {job.id}).")
+    else:
+        flash.success(request, f"Deleted topic {name}.")
     return htmx_redirect(request, reverse("console:topics"))
 
 

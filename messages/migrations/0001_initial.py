@@ -34,7 +34,7 @@ class Migration(migrations.Migration):
             name='BulkJob',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('redrive', 'Redrive'), ('requeue', 'Requeue'), ('delete', 'Delete'), ('cancel', 'Cancel'), ('replay', 'Replay'), ('archive_redrive', 'Archive Redrive'), ('move', 'Move')], max_length=16)),
+                ('kind', models.CharField(choices=[('redrive', 'Redrive'), ('requeue', 'Requeue'), ('delete', 'Delete'), ('cancel', 'Cancel'), ('replay', 'Replay'), ('archive_redrive', 'Archive Redrive'), ('move', 'Move'), ('purge', 'Purge')], max_length=16)),
                 ('filter', models.JSONField(default=dict)),
                 ('state', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('done', 'Done'), ('failed', 'Failed')], default='queued', max_length=16)),
                 ('actor', models.CharField(max_length=200)),

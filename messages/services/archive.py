@@ -29,6 +29,7 @@ from messages.models import (
     MessageTrace,
     TraceEvent,
 )
+from messages.services.purge import topic_purges_resume
 from messages.sql import first_id_added_since
 from registry.services import registry_prune
 from topics.models import Topic
@@ -49,7 +50,9 @@ def maintenance_cleanup(*, now: datetime | None = None) -> dict[str, Any]:
     exported = archive_export()  # its own clock: the archive step stamped rows after `now`
     purged = archive_purge(now=now)
     pruned = registry_prune(now=now)
-    return {"archived": archived, "exported": exported, "purged": purged, "pruned": pruned}
+    topics_purged = topic_purges_resume()
+    return {"archived": archived, "exported": exported, "purged": purged, "pruned": pruned,
+            "topic_purges": topics_purged}
 
 
 # --- archiving ---------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from messages.models import DEAD_STATUSES, BulkJob, Message, MessageTrace, Statu
 from messages.services.archive_redrive import archive_redrive_job_run
 from messages.services.dead_letters import dead_letter_group_ids
 from messages.services.move import move_job_run
+from messages.services.purge import topic_purge_run
 from messages.services.replay import replay_job_run
 from messages.services.trace import trace_row, trace_write
 from mqcenter.celery import app as celery_app
@@ -29,7 +30,7 @@ from mqcenter.core.dates import parse_iso_datetime
 from mqcenter.core.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge
 from registry.wakeups import wakeup_hub
 from topics.models import Topic
-from topics.services import topic_require_biz
+from topics.services import topic_is_deleting, topic_require_biz
 
 EDITABLE_STATUSES = (Status.NEW, Status.SUCCESS, Status.FAIL, Status.TIMEOUT)
 # Not yet running and not finished: a waiting (possibly delayed) message, or half of an
@@ -46,7 +47,7 @@ def message_get(*, principal: Principal, message_id: int, for_update: bool = Fal
     topic = Topic.objects.filter(name=message.topic).first()
     if topic is not None:
         topic_require_biz(principal, topic)
-    elif principal.biz_ids is not None:
+    elif principal.biz_ids is not None or topic_is_deleting(message.topic):
         raise NotFound(f"Message {message_id} does not exist.", details={"id": message_id})
     return message
 
@@ -274,6 +275,8 @@ def bulk_job_run(*, job_id: int, max_batches: int | None = None) -> BulkJob:
         return job
     if job.kind == BulkJob.Kind.REPLAY:
         return replay_job_run(job, max_batches=max_batches)
+    if job.kind == BulkJob.Kind.PURGE:
+        return topic_purge_run(job=job, max_batches=max_batches)
     principal = bulk_job_principal(job)
     if job.kind in (BulkJob.Kind.ARCHIVE_REDRIVE, BulkJob.Kind.MOVE):
         run = archive_redrive_job_run if job.kind == BulkJob.Kind.ARCHIVE_REDRIVE else move_job_run

@@ -22,6 +22,7 @@ from mqcenter.core.auth import Principal
 from mqcenter.core.db import retry_on_lock_conflict
 from mqcenter.core.errors import BacklogFull, Forbidden, InvalidRequest
 from registry.wakeups import wakeup_hub
+from topics.cache import topic_cache
 from topics.locks import lock_topic, subscribed_groups
 from topics.models import Topic
 from topics.services import DEFAULT_GROUP, groups_address, topics_for_produce
@@ -122,12 +123,20 @@ def messages_produce(*, principal: Principal, items: list[ProduceItem]) -> list[
                 f"This token has no produce scope for topic {item.topic!r}.",
                 details={"field": f"messages[{index}].topic", "topic": item.topic},
             )
+    names = {item.topic for item in items}
+    if settings.MQ_AUTO_CREATE_TOPICS and len(topic_cache.get_many(names)) < len(names):
+        # A topic is created only by a produce that stores its batch: with one to create, the
+        # whole call is one transaction, so a refusal after the creation leaves no topic behind.
+        with transaction.atomic():
+            return _produce(principal, items, names)
+    return _produce(principal, items, names)
+
+
+def _produce(principal: Principal, items: list[ProduceItem], names: set[str]) -> list[ProduceResult]:
     # Topics and the groups messages name first, each addition committed on its own: the
     # message transaction stays short, and an added topic or group with no messages yet is
     # harmless. A group a message names is not subscribed by it (groups_address).
-    topics = topics_for_produce(
-        principal=principal, names={item.topic for item in items}, auto_create=settings.MQ_AUTO_CREATE_TOPICS
-    )
+    topics = topics_for_produce(principal=principal, names=names, auto_create=settings.MQ_AUTO_CREATE_TOPICS)
     named: dict[str, set[str]] = defaultdict(set)
     for item in items:
         if not _is_publish(item):

@@ -268,6 +268,12 @@ def _ask(call: Callable[[str, str], str], txn_id: str, url: str) -> tuple[str | 
         return None, f"check-back failed: {exc}"[:500]
 
 
+def transaction_abandon(*, transaction_id: str, reason: str) -> int:
+    """Roll back an open transaction without its producer (a topic of it was deleted).
+    Returns 1, or 0 if it was resolved meanwhile. Takes its own transaction."""
+    return _resolve_by_id(transaction_id, commit=False, reason=reason)
+
+
 def _resolve_by_id(txn_id: str, *, commit: bool, reason: str) -> int:
     with transaction.atomic():
         txn = Transaction.objects.select_for_update().filter(id=txn_id, state=Transaction.State.OPEN).first()

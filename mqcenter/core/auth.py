@@ -145,6 +145,15 @@ def principal_for_token(token: str) -> Principal:
 _lookup_locks = [threading.Lock() for _ in range(64)]
 
 
+def principal_for_token_now(token: str) -> Principal:
+    """Resolve a bearer token from the database, not the cache (a long-lived socket's
+    periodic re-check must see a revocation at once), or raise Unauthenticated."""
+    parts = token.split("_")
+    if len(parts) < 3 or parts[0] != "mq" or len(token) > 200:
+        raise Unauthenticated("Unknown API token.")
+    return _principal_from_database(token, parts[1])
+
+
 def _principal_from_database(token: str, prefix: str) -> Principal:
     from topics.models import ApiToken  # app models load after settings
 

@@ -143,14 +143,23 @@ def error_page(request: HttpRequest, status: int, message: str) -> HttpResponse:
 # --- users and grants (services) ---------------------------------------------------------
 
 
-def console_user_create(*, actor: Principal, username: str, password: str, email: str = "") -> User:
-    """Create a console user (no role yet: grants give roles)."""
+def console_user_create(
+    *, actor: Principal, username: str, password: str, email: str = "", role: str = "", biz: Any = None
+) -> User:
+    """Create a console user, with a first grant when `role` is given: both or neither."""
     from django.contrib.auth.password_validation import validate_password
     from django.core.exceptions import ValidationError
 
     username = username.strip()
     if not username:
         raise InvalidRequest("A username is required.", details={"field": "username"})
+    for field, value in (("username", username), ("email", email)):
+        try:
+            User._meta.get_field(field).clean(value, None)  # length and characters, as the column holds them
+        except ValidationError as exc:
+            raise InvalidRequest(" ".join(exc.messages), details={"field": field}) from exc
+    if role and role not in ROLE_LEVELS:
+        raise InvalidRequest(f"Unknown role {role!r}.", details={"field": "role"})
     try:
         validate_password(password, User(username=username, email=email))
     except ValidationError as exc:
@@ -159,6 +168,8 @@ def console_user_create(*, actor: Principal, username: str, password: str, email
         with transaction.atomic():
             user = User.objects.create_user(username=username, password=password, email=email)
             audit_record(actor=actor.name, action="user.create", target=user, after={"username": username, "email": email})
+            if role:
+                console_grant_add(actor=actor, user=user, role=role, biz=biz)
     except IntegrityError as exc:
         raise Conflict(f"User {username!r} already exists.", details={"field": "username"}) from exc
     return user

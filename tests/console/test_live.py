@@ -7,7 +7,10 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from asgiref.testing import ApplicationCommunicator
+from channels.db import database_sync_to_async
+from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
+from django.test import Client
 
 from messages import consumers
 from messages.models import Status
@@ -49,9 +52,19 @@ def _app() -> Any:
     return URLRouter(websocket_urlpatterns)
 
 
+def _session_cookie(user: Any) -> list[tuple[bytes, bytes]]:
+    """The Cookie header of a signed-in session of `user` (none for an anonymous one): the
+    sockets read the session again on every tick."""
+    if not user.is_authenticated:
+        return []
+    client = Client()
+    client.force_login(user)
+    return [(b"cookie", f"{settings.SESSION_COOKIE_NAME}={client.session.session_key}".encode())]
+
+
 async def _talk(path: str, user: Any, *, change: Any = None) -> list[str]:
     communicator = WebsocketCommunicator(_app(), path)
-    communicator.scope["user"] = user
+    communicator.scope["headers"] = await database_sync_to_async(_session_cookie)(user)
     connected, code = await communicator.connect(timeout=10)
     if not connected:
         return [f"closed:{code}"]
@@ -66,8 +79,6 @@ async def _talk(path: str, user: Any, *, change: Any = None) -> list[str]:
 
 
 def test_it_pushes_dashboard_updates_to_a_viewer(transactional_db: Any, monkeypatch: Any) -> None:
-    from channels.db import database_sync_to_async
-
     monkeypatch.setattr(consumers, "LIVE_SECONDS", 0.2)
     shop = Biz.objects.create(name="shop")
     Topic.objects.create(name="orders", biz=shop)

@@ -91,3 +91,19 @@ def test_it_takes_no_token_from_the_query_string_and_one_from_a_subprotocol(brok
     with pytest.raises(WebSocketException):
         run_async(in_query())
     assert run_async(in_subprotocol()) == "subscribed"
+
+
+def test_it_answers_a_deeply_nested_frame_with_an_error_and_stays_open(broker: Any) -> None:
+    server, url = broker
+
+    async def scenario() -> list[dict[str, Any]]:
+        ws_url = url.replace("http://", "ws://") + "/ws/v1/consumer"
+        async with websockets.connect(ws_url, additional_headers={"Authorization": f"Bearer {server.token}"}) as ws:
+            await ws.send("[" * 100_000 + "]" * 100_000)
+            refused = json.loads(await asyncio.wait_for(ws.recv(), 5))
+            await ws.send(json.dumps({"subscribe": [{"topic": "nested", "group": "g"}]}))
+            return [refused, json.loads(await asyncio.wait_for(ws.recv(), 5))]
+
+    refused, subscribed = run_async(scenario())
+    assert refused == {"type": "error", "message": "send JSON"}
+    assert subscribed["type"] == "subscribed"

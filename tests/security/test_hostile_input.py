@@ -269,3 +269,95 @@ def test_it_refuses_crlf_and_nul_in_message_headers(admin_api, headers):
     error = expect_error(response, 400, "invalid_request")
     assert error["details"]["field"].startswith("messages[0].headers.")
     assert snapshot() == before
+
+
+# --- the console's forms ---------------------------------------------------------------------
+
+DEEP = "[" * 50_000 + "]" * 50_000
+HOSTILE_JSON = ["NaN", "Infinity", "-Infinity", '{"a": NaN}', "[1e999]", DEEP, '"\\ud800"', '{"\\udfff": 1}']
+
+
+@pytest.fixture
+def console(admin_api: Api) -> tuple[Client, int, int]:
+    """A superuser's console session, a FAIL message of shop's topic, and the user's id."""
+    from tests.console.conftest import make_user
+
+    [stored] = produce(admin_api, {"topic": "orders", "group": "g", "data": {"n": 1}})
+    Message.objects.filter(id=stored["id"]).update(status="FAIL")
+    root = make_user("root", superuser=True)
+    client = Client()
+    client.force_login(root)
+    return client, stored["id"], root.id
+
+
+def console_cases(message_id: int, user_id: int) -> list[tuple[str, dict[str, str]]]:
+    password = "a-long-pass-phrase-9"
+    cases: list[tuple[str, dict[str, str]]] = []
+    for text in HOSTILE_JSON:
+        cases += [
+            ("/messages/add/", {"topic": "orders", "group": "g", "data": text}),
+            (f"/messages/{message_id}/edit/", {"data": text}),
+            ("/schedules/", {"name": "s", "topic": "orders", "data": text, "cron": "* * * * *", "timezone": "UTC"}),
+        ]
+    return [
+        *cases,
+        (f"/messages/{message_id}/edit/", {"status": "EXPLODED"}),
+        (f"/messages/{message_id}/edit/", {"retry_remaining": "1" * 5000}),
+        (f"/messages/{message_id}/edit/", {"effect_time": "0000-01-01T00:00"}),
+        ("/messages/add/", {"topic": "x" * 500, "data": "1"}),
+        ("/messages/add/", {"topic": "orders", "group": "g\r\nx", "data": "1"}),
+        ("/messages/add/", {"topic": "orders", "data": "1", "delay_seconds": "1e400"}),
+        ("/users/", {"username": "u" * 500, "password": password}),
+        ("/users/", {"username": "nul\x00name", "password": password}),
+        ("/users/", {"username": "long-mail", "password": password, "email": "a" * 400 + "@example.org"}),
+        ("/users/", {"username": "emperor", "password": password, "role": "emperor"}),
+        ("/users/", {"username": "nowhere", "password": password, "role": "viewer", "biz": "999999"}),
+        (f"/users/{user_id}/", {"op": "grant", "role": "emperor"}),
+        (f"/users/{user_id}/", {"op": "explode"}),
+        ("/topics/+new/", {"topic": "t1", "retry_strategy": "sometimes"}),
+        ("/topics/+new/", {"topic": "t2", "retry_count": "9" * 30}),
+        ("/topics/+new/", {"topic": "t3", "biz": "abc"}),
+        ("/topics/orders/", {"retry_strategy": "sometimes"}),
+        ("/topics/orders/", {"timeout_seconds": "nan"}),
+        ("/tokens/", {"scopes": "root", "name": "x"}),
+        ("/tokens/", {"scopes": "admin", "name": "x", "biz": "abc"}),
+        ("/biz/", {"name": "x" * 1000}),
+        ("/messages/bulk/", {"op": "explode", "ids": "abc"}),
+        ("/reports/run/", {"kind": "astrology"}),
+        ("/reports/run/", {"kind": "trace", "since": "99999-01-01"}),
+        ("/schedules/", {"name": "s", "topic": "orders", "data": "1", "cron": "sometimes", "timezone": "Nowhere/Zone"}),
+    ]
+
+
+def test_it_answers_hostile_console_forms_with_an_error_and_changes_nothing(
+    console: tuple[Client, int, int], admin_api: Api
+) -> None:
+    client, message_id, user_id = console
+    from django.contrib.auth.models import User
+
+    from messages.models import Schedule
+    from mqcenter.models import ConsoleGrant
+    from reports.models import ReportRun
+    from topics.models import ApiToken
+
+    def everything() -> tuple[Any, ...]:
+        return (snapshot(), User.objects.count(), ConsoleGrant.objects.count(), ApiToken.objects.count(),
+                Schedule.objects.count(), ReportRun.objects.count())
+
+    for url, form in console_cases(message_id, user_id):
+        before = everything()
+        response = client.post(url, form)
+        assert 400 <= response.status_code < 500, (url, str(form)[:80], response.status_code)
+        assert everything() == before, (url, str(form)[:80], "a refused form wrote something")
+
+
+@pytest.mark.parametrize("target", ["/\r\nLocation: https://evil.example", "//evil.example/", "https://evil.example/"])
+def test_it_sends_an_action_with_a_hostile_next_only_to_a_page_of_this_site(
+    console: tuple[Client, int, int], target: str
+) -> None:
+    client, message_id, _ = console
+
+    response = client.post(f"/messages/{message_id}/redrive/", {"next": target})
+
+    assert response.status_code == 303 and response["Location"].startswith("/") and "evil" not in response["Location"]
+    assert "\n" not in response["Location"] and Message.objects.get(id=message_id).status == "NEW"

@@ -68,6 +68,7 @@ class Migration(migrations.Migration):
                 ('paused', models.BooleanField(default=False)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('updated_at', models.DateTimeField(auto_now=True)),
+                ('deleting_at', models.DateTimeField(blank=True, null=True)),
                 ('biz', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='topics', to='topics.biz')),
             ],
             options={
