@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse, reverse_lazy
 
-from mqcenter.console import htmx_redirect, int_from_form, query_string, render_page
+from mqcenter.console import form_errors, htmx_redirect, int_from_form, query_string, render_page
 from mqcenter.core.errors import InvalidRequest, MQError
 from mqcenter.core.login_throttle import (
     WINDOW_SECONDS,
@@ -86,10 +86,14 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 # --- users and grants --------------------------------------------------------------------
 
 
+USER_FORM_FIELDS = ("username", "email", "role", "biz")
+
+
 @console_view(ConsoleRole.ADMIN, global_admin=True)
 def users(request: HttpRequest) -> HttpResponse:
     actor = request.console.principal
-    error = ""
+    errors: dict[str, str] = {}
+    typed = {name: request.POST.get(name, "").strip() for name in USER_FORM_FIELDS}  # never the password
     if request.method == "POST":
         try:
             user = console_user_create(
@@ -100,14 +104,14 @@ def users(request: HttpRequest) -> HttpResponse:
             if role:
                 console_grant_add(actor=actor, user=user, role=role, biz=_biz(request.POST.get("biz")))
         except MQError as exc:
-            error = exc.message
+            errors = form_errors(exc, (*USER_FORM_FIELDS, "password"))
         else:
             flash.success(request, f"Created user {user.username}.")
             return htmx_redirect(request, reverse("console:user", args=[user.id]))
     rows = User.objects.prefetch_related("console_grants__biz").order_by("username")[:1000]
     return render_page(request, "console/users.html", {
-        "users": rows, "error": error, "roles": ConsoleRole.values, "biz_choices": Biz.objects.all(),
-    }, status=400 if error else 200)
+        "users": rows, "errors": errors, "typed": typed, "roles": ConsoleRole.values, "biz_choices": Biz.objects.all(),
+    }, status=400 if errors else 200)
 
 
 def _biz(value: str | None) -> Biz | None:

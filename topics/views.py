@@ -17,7 +17,7 @@ from rest_framework import serializers as drf_serializers
 
 from messages import selectors as message_selectors
 from messages.services.purge import topic_remove
-from mqcenter.console import htmx_redirect, next_path, render_page
+from mqcenter.console import form_errors, htmx_redirect, next_path, render_page
 from mqcenter.core.auth import Principal
 from mqcenter.core.errors import Forbidden, InvalidRequest, MQError, NotFound
 from mqcenter.core.roles import console_principal, console_view
@@ -118,13 +118,44 @@ def topic_form_data(post: Any) -> dict[str, Any]:
     return data
 
 
-def topic_form_context(principal: Principal, topic: Topic | None, error: str = "", values: Any = None) -> dict[str, Any]:
+TOPIC_FORM_FIELDS = (
+    "topic", "biz", "owner", "description", "retry_count", "retry_strategy", "retry_interval_seconds",
+    "timeout_seconds", "retention_days", "alarm_emails", "backlog_alarm_threshold", "paused", "groups",
+)
+
+
+def topic_form_values(topic: Topic | None, post: Any = None) -> dict[str, Any]:
+    """What the form's fields show: what was typed (after a refused save), else the topic's
+    settings, else the defaults of a new topic."""
+    if post is not None:
+        values = {name: post.get(name, "") for name in TOPIC_FORM_FIELDS}
+        values["paused"] = post.get("paused") == "on"
+        # The last group row is the "add a group" one (the existing groups come first).
+        values["new_group"] = (post.getlist("group_name") or [""])[-1]
+        values["new_group_mode"] = (post.getlist("group_mode") or [""])[-1]
+        return values
+    if topic is None:
+        return {"retry_count": 0, "retry_strategy": RetryStrategy.values[0], "retry_interval_seconds": 10,
+                "timeout_seconds": 60, "retention_days": 7}
     return {
-        "topic": topic, "error": error, "biz_choices": visible_biz(principal),
+        "biz": "", "owner": topic.owner, "description": topic.description, "retry_count": topic.retry_count,
+        "retry_strategy": topic.retry_strategy, "retry_interval_seconds": topic.retry_interval_seconds,
+        "timeout_seconds": topic.timeout_seconds, "retention_days": topic.retention_days,
+        "alarm_emails": "\n".join(topic.alarm_emails), "paused": topic.paused,
+        "backlog_alarm_threshold": "" if topic.backlog_alarm_threshold is None else topic.backlog_alarm_threshold,
+    }
+
+
+def topic_form_context(principal: Principal, topic: Topic | None, error: MQError | None = None,
+                       post: Any = None) -> dict[str, Any]:
+    """The form's context; after a refused save, `post` keeps what was typed and the error
+    stands beside its field."""
+    return {
+        "topic": topic, "biz_choices": visible_biz(principal),
         "strategies": RetryStrategy.values, "modes": DeliveryMode.values,
         "groups": list(topic.groups.all()) if topic else [],
-        "emails": "\n".join(topic.alarm_emails) if topic else "",
-        "values": values,
+        "f": topic_form_values(topic, post),
+        "errors": form_errors(error, TOPIC_FORM_FIELDS) if error else {},
     }
 
 
@@ -143,8 +174,8 @@ def topic_create(request: HttpRequest) -> HttpResponse:
             name, groups = clean.pop("topic"), clean.pop("groups", None)
             topic = services.topic_create(actor=principal.name, name=name, biz=biz, settings=clean, groups=groups)
         except MQError as exc:
-            context = topic_form_context(principal, None, exc.message, request.POST)
-            return render_page(request, "topics/form.html", context, status=400)
+            context = topic_form_context(principal, None, exc, request.POST)
+            return render_page(request, "topics/form.html", context, status=exc.status)
         flash.success(request, f"Created topic {topic.name}.")
         return htmx_redirect(request, reverse("console:topic", args=[topic.name]))
     return render_page(request, "topics/form.html", topic_form_context(principal, None))
@@ -165,8 +196,9 @@ def topic_detail(request: HttpRequest, name: str) -> HttpResponse:
             groups = clean.pop("groups", None)
             services.topic_update(actor=admin.name, topic=topic, settings=clean, biz=biz, groups=groups)
         except (InvalidRequest, Forbidden) as exc:
-            context = topic_form_context(admin, topic, exc.message)
-            context["stats"] = []
+            context = topic_form_context(admin, topic, exc, request.POST)
+            context["may_edit"] = True
+            context["stats"] = message_selectors.topic_stats(principal=admin, topic=topic.name)
             return render_page(request, "topics/form.html", context, status=400)
         flash.success(request, f"Saved topic {topic.name}.")
         return htmx_redirect(request, reverse("console:topic", args=[topic.name]))
@@ -213,15 +245,16 @@ def _biz_named(principal: Principal, name: str | None) -> Biz | None:
 @console_view(ConsoleRole.ADMIN)
 def biz_list(request: HttpRequest) -> HttpResponse:
     principal = request.console.principal
-    error = ""
+    errors: dict[str, str] = {}
+    typed = {k: request.POST.get(k, "").strip() for k in ("name", "title", "description")}
     if request.method == "POST":
         if principal.biz_ids is not None:
             raise Forbidden("Only an unrestricted admin creates business lines.")
         try:
-            data = _validated(BizSerializer, {k: request.POST.get(k, "").strip() for k in ("name", "title", "description")})
+            data = _validated(BizSerializer, typed)
             biz = services.biz_create(actor=principal.name, **data)
         except MQError as exc:
-            error = exc.message
+            errors = form_errors(exc, typed)
         else:
             flash.success(request, f"Created business line {biz.name}.")
             return htmx_redirect(request, reverse("console:biz_list"))
@@ -236,8 +269,8 @@ def biz_list(request: HttpRequest) -> HttpResponse:
     for biz in visible_biz(principal):
         rows.append({"biz": biz, "topics": biz.topics.count(), **totals.get(biz.id, {"backlog": 0, "running": 0, "dead": 0})})
     return render_page(request, "topics/biz_list.html", {
-        "rows": rows, "error": error, "may_create": principal.biz_ids is None,
-    }, status=400 if error else 200)
+        "rows": rows, "errors": errors, "typed": typed, "may_create": principal.biz_ids is None,
+    }, status=400 if errors else 200)
 
 
 @console_view(ConsoleRole.ADMIN)
@@ -262,30 +295,36 @@ def biz_detail(request: HttpRequest, biz_id: int) -> HttpResponse:
 # --- tokens ------------------------------------------------------------------------------
 
 
+TOKEN_FORM_FIELDS = ("name", "biz", "scopes")
+
+
 @console_view(ConsoleRole.ADMIN)
 def token_list(request: HttpRequest) -> HttpResponse:
     """Tokens of the admin's business lines; creating one shows its secret exactly once."""
     principal = request.console.principal
-    secret, created, error = "", None, ""
+    secret, created, errors = "", None, {}
+    typed = {name: request.POST.get(name, "").strip() for name in TOKEN_FORM_FIELDS}
     if request.method == "POST":
         try:
             biz = _biz_named(principal, request.POST.get("biz", "").strip() or None)
             if biz is None and principal.biz_ids is not None:
-                raise Forbidden("Choose one of your business lines for the token.")
+                raise Forbidden("Choose one of your business lines for the token.", details={"field": "biz"})
             scopes = [s.strip() for s in request.POST.get("scopes", "").replace(",", " ").split() if s.strip()]
             secret, created = services.token_create(
                 actor=principal.name, scopes=scopes, biz=biz, name=request.POST.get("name", "").strip()[:200],
                 created_by=request.user,
             )
         except (InvalidRequest, Forbidden) as exc:
-            error = exc.message
+            errors = form_errors(exc, TOKEN_FORM_FIELDS)
+        else:
+            typed = {}  # created: the form starts empty again
     rows = ApiToken.objects.select_related("biz").order_by("-created_at")
     if principal.biz_ids is not None:
         rows = rows.filter(biz_id__in=principal.biz_ids)
     response = render_page(request, "topics/tokens.html", {
-        "tokens": rows[:500], "secret": secret, "created": created, "error": error,
+        "tokens": rows[:500], "secret": secret, "created": created, "errors": errors, "typed": typed,
         "biz_choices": visible_biz(principal), "global": principal.biz_ids is None,
-    }, status=400 if error else 200)
+    }, status=400 if errors else 200)
     response["Cache-Control"] = "no-store"  # the secret must not linger in caches
     return response
 
