@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from messages import selectors, services, validation
-from messages.filters import MessageFilter
+from messages.filters import MessageFilter, filter_readable
 from messages.models import BulkJob, Message, Status
 from mqcenter.console import (
     datetime_local,
@@ -291,7 +291,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
     principal = request.console.principal
     rows = BulkJob.objects.order_by("-id")
     jobs = [j for j in rows[:200] if principal.biz_ids is None or j.biz_ids == sorted(principal.biz_ids)][:50]
-    return render_page(request, "messages/jobs.html", {"jobs": jobs})
+    return render_page(request, "messages/jobs.html", {"jobs": [(j, filter_readable(j.filter)) for j in jobs]})
 
 
 @console_view(ConsoleRole.VIEWER)
@@ -305,5 +305,5 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     return render_page(request, "messages/job.html", {
         "job": job, "percent": percent, "finished": job.state in (BulkJob.State.DONE, BulkJob.State.FAILED),
         "filter_query": query_string(listed),
-        "filter_text": ", ".join(f"{k}={v}" for k, v in flat.items()) or "(none)",
+        "filter_text": filter_readable(job.filter),
     }, partial="progress")

@@ -96,37 +96,47 @@ def message_add(*, principal: Principal, item: Any) -> Any:
     from messages.services.produce import messages_produce
 
     result = messages_produce(principal=principal, items=[item])[0]
-    audit_record(actor=principal.name, action="message.add", target="Message",
+    audit_record(actor=principal.name, action="message.add", target="Message", target_id=result.id,
+                 target_name=f"message {result.id} ({result.topic}/{result.group})",
                  after={"id": result.id, "topic": result.topic, "group": result.group, "duplicate": result.duplicate})
     return result
 
 
 def messages_requeue(
     *, principal: Principal, ids: list[int] | None = None, filter: MessageFilter | None = None,
-    dead_only: bool = True,
+    dead_only: bool = True, described: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Put messages back to NEW now with their topic's retries. `dead_only` (redrive) takes
     only dead letters (FAIL/TIMEOUT); requeue also takes finished or waiting ones.
     RUNNING messages are never taken from their consumer.
 
     A filter matching more than MQ_REDRIVE_SYNC_LIMIT messages becomes a background job.
+    The action is one audit row; `described` is what the operator chose when the ids stand
+    for something else (a dead-letter group).
     """
     kind = BulkJob.Kind.REDRIVE if dead_only else BulkJob.Kind.REQUEUE
     statuses = [Status.FAIL, Status.TIMEOUT] if dead_only else [Status.NEW, Status.SUCCESS, Status.FAIL, Status.TIMEOUT]
     rows = _target_rows(principal, ids, filter).filter(status__in=statuses)
     if ids is None and _larger_than(rows, settings.MQ_REDRIVE_SYNC_LIMIT):
         return {"job": bulk_job_create(principal=principal, kind=kind, filter=filter).id}
-    return {"count": _requeue_batch(principal, rows, kind)}
+    with transaction.atomic():
+        count = _requeue_batch(principal, rows, kind)
+        _audit_bulk(principal, f"message.{kind}", ids, filter, count, described)
+    return {"count": count}
 
 
 def messages_delete(
-    *, principal: Principal, ids: list[int] | None = None, filter: MessageFilter | None = None
+    *, principal: Principal, ids: list[int] | None = None, filter: MessageFilter | None = None,
+    described: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Delete messages and their trace; a large filter becomes a background job."""
     rows = _target_rows(principal, ids, filter)
     if ids is None and _larger_than(rows, settings.MQ_REDRIVE_SYNC_LIMIT):
         return {"job": bulk_job_create(principal=principal, kind=BulkJob.Kind.DELETE, filter=filter).id}
-    return {"count": _delete_batch(principal, rows)}
+    with transaction.atomic():
+        count = _delete_batch(principal, rows)
+        _audit_bulk(principal, "message.delete", ids, filter, count, described)
+    return {"count": count}
 
 
 def message_cancel(*, principal: Principal, message_id: int) -> Message:
@@ -136,7 +146,11 @@ def message_cancel(*, principal: Principal, message_id: int) -> Message:
     message = message_get(principal=principal, message_id=message_id)
     if message.status == Status.CANCELLED:  # a repeated cancel (a retried request) is harmless
         return message
-    if not _cancel_batch(principal, Message.objects.filter(id=message_id)):
+    with transaction.atomic():
+        cancelled = _cancel_batch(principal, Message.objects.filter(id=message_id))
+        if cancelled:
+            audit_record(actor=principal.name, action="message.cancel", target=message)
+    if not cancelled:
         current = Message.objects.filter(id=message_id).values_list("status", flat=True).first()
         raise Conflict(
             f"Message {message_id} is {current}: only NEW or PREPARED messages can be cancelled.",
@@ -154,7 +168,30 @@ def messages_cancel(
     rows = _target_rows(principal, ids, filter).filter(status__in=CANCELLABLE_STATUSES)
     if ids is None and _larger_than(rows, settings.MQ_REDRIVE_SYNC_LIMIT):
         return {"job": bulk_job_create(principal=principal, kind=BulkJob.Kind.CANCEL, filter=filter).id}
-    return {"count": _cancel_batch(principal, rows)}
+    with transaction.atomic():
+        count = _cancel_batch(principal, rows)
+        _audit_bulk(principal, "message.cancel", ids, filter, count, None)
+    return {"count": count}
+
+
+def _audit_bulk(principal: Principal, action: str, ids: list[int] | None, filter: MessageFilter | None,
+                count: int, described: dict[str, Any] | None) -> None:
+    """One audit row for one operator action on messages: the message itself when it names
+    one, else what was chosen (the filter, or how many were selected) and how many changed."""
+    if not count:
+        return
+    if ids is not None and len(ids) == 1 and described is None:
+        message = Message.objects.filter(id=ids[0]).first()
+        if message is not None:
+            audit_record(actor=principal.name, action=action, target=message)
+            return
+        audit_record(actor=principal.name, action=action, target="Message", target_id=ids[0],
+                     target_name=f"message {ids[0]}")
+        return
+    chosen: dict[str, Any] = {"filter": described} if described is not None else (
+        {"filter": filter.as_json()} if filter is not None else {"selected": len(ids or ())})
+    audit_record(actor=principal.name, action=action, target="Message", target_name=f"{count} messages",
+                 after={**chosen, "count": count})
 
 
 def _cancel_batch(principal: Principal, rows) -> int:  # type: ignore[no-untyped-def]
@@ -171,8 +208,6 @@ def _cancel_batch(principal: Principal, rows) -> int:  # type: ignore[no-untyped
         for message in messages:
             message.status = Status.CANCELLED
         trace_write(trace_row(m, TraceEvent.CANCELLED, at=now, actor=principal.name) for m in messages)
-        audit_record(actor=principal.name, action="message.cancel", target="Message",
-                     after={"ids": [m.id for m in messages][:1000], "count": len(messages)})
     return len(messages)
 
 
@@ -211,9 +246,6 @@ def _requeue_batch(principal: Principal, rows, kind: str) -> int:  # type: ignor
             messages, ["status", "effect_time", "retry_remaining", "lease_expires_at", "update_time"], batch_size=500
         )
         trace_write(trace_row(m, TraceEvent.REDRIVEN, at=now, actor=principal.name, log=kind) for m in messages)
-        if messages:
-            audit_record(actor=principal.name, action=f"message.{kind}", target="Message",
-                         after={"ids": [m.id for m in messages][:1000], "count": len(messages)})
         pairs = {(m.topic, m.group_name) for m in messages}
         transaction.on_commit(lambda: wakeup_hub().publish(pairs))
     return len(messages)
@@ -226,9 +258,6 @@ def _delete_batch(principal: Principal, rows) -> int:  # type: ignore[no-untyped
             chunk = ids[start : start + 1000]
             MessageTrace.objects.filter(message_id__in=chunk).delete()
             Message.objects.filter(id__in=chunk).delete()
-        if ids:
-            audit_record(actor=principal.name, action="message.delete", target="Message",
-                         before={"ids": ids[:1000], "count": len(ids)})
     return len(ids)
 
 
@@ -247,7 +276,8 @@ def bulk_job_create(
             kind=kind, filter=stored, actor=principal.name,
             biz_ids=sorted(principal.biz_ids) if principal.biz_ids is not None else None,
         )
-        audit_record(actor=principal.name, action=f"bulk.{kind}", target=job, after=job.filter)
+        # One row for the whole job: its filter here; its count is the job's (linked).
+        audit_record(actor=principal.name, action=f"bulk.{kind}", target=job, after={"filter": job.filter})
         transaction.on_commit(lambda: celery_app.send_task("messages.bulk_job", args=[job.id]))
     return job
 

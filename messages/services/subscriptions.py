@@ -80,7 +80,7 @@ def group_create(
         # Every publish up to here is committed (we hold the topic's lock); later ones copy
         # to this group themselves.
         high_water = Message.objects.aggregate(top=Max("id"))["top"] or 0
-        audit_record(actor=principal.name, action="group.create", target=f"{topic.name}/{name}",
+        audit_record(actor=principal.name, action="group.create", target="TopicGroup", target_name=f"{topic.name}/{name}",
                      after={"mode": group.mode, "start": str(start), **_limits(group)})
     if start == "latest":
         return group, None
@@ -103,7 +103,7 @@ def group_replay(*, principal: Principal, topic: Topic, name: str, since: dateti
     with transaction.atomic():
         lock_topic(topic.pk, share=False)
         high_water = Message.objects.aggregate(top=Max("id"))["top"] or 0
-        audit_record(actor=principal.name, action="group.replay", target=f"{topic.name}/{name}",
+        audit_record(actor=principal.name, action="group.replay", target="TopicGroup", target_name=f"{topic.name}/{name}",
                      after={"since": since.isoformat()})
     if replay_estimate(topic=topic.name, since=since, high_water=high_water,
                        limit=settings.MQ_REDRIVE_SYNC_LIMIT) > settings.MQ_REDRIVE_SYNC_LIMIT:
@@ -139,7 +139,7 @@ def group_update(*, principal: Principal, topic: Topic, name: str, changes: dict
         if "rate_per_second" in clean and group.rate_per_second is not None:
             group.rate_tokens, group.rate_refilled_at = bucket_size(group.rate_per_second), timezone.now()
         group.save()
-        audit_record(actor=principal.name, action="group.update", target=f"{topic.name}/{name}",
+        audit_record(actor=principal.name, action="group.update", target="TopicGroup", target_name=f"{topic.name}/{name}",
                      before=before, after={"mode": group.mode, **_limits(group)})
         # A resumed or widened group's waiting pulls need not wait out their fallback.
         transaction.on_commit(lambda: wakeup_hub().publish([(topic.name, name)]))
@@ -153,7 +153,7 @@ def group_delete(*, principal: Principal, topic: Topic, name: str) -> int:
     group = group_get(principal=principal, topic=topic, name=name)
     with transaction.atomic():
         lock_topic(topic.pk, share=False)
-        audit_record(actor=principal.name, action="group.delete", target=f"{topic.name}/{name}",
+        audit_record(actor=principal.name, action="group.delete", target="TopicGroup", target_name=f"{topic.name}/{name}",
                      before={"mode": group.mode, **_limits(group)})
         group.delete()
     removed = 0
