@@ -8,6 +8,7 @@ from messages import selectors as message_selectors
 from mqcenter.console import render_page
 from mqcenter.core.errors import NotFound
 from mqcenter.core.roles import console_view
+from mqcenter.dashboard import live_group_rows
 from mqcenter.models import ConsoleRole
 from topics.views import topic_for
 
@@ -19,4 +20,5 @@ def topic_group(request: HttpRequest, name: str, group: str) -> HttpResponse:
         raise NotFound(f"Group {group!r} of topic {name!r} does not exist.")
     stats = [s for s in message_selectors.topic_stats(principal=request.console.principal, topic=topic.name)
              if s["group"] == group]
-    return render_page(request, "topics/group.html", {"topic": topic, "group": group, "stats": stats})
+    live = live_group_rows(principal=request.console.principal, topic=topic.name, group=group)
+    return render_page(request, "topics/group.html", {"topic": topic, "group": group, "stats": stats, **live})

@@ -21,7 +21,7 @@ from mqcenter.console import form_errors, htmx_redirect, next_path, render_page
 from mqcenter.core.auth import Principal
 from mqcenter.core.errors import Forbidden, InvalidRequest, MQError, NotFound
 from mqcenter.core.roles import console_principal, console_view
-from mqcenter.dashboard import backlog_overview, rates_by_group
+from mqcenter.dashboard import backlog_overview, live_group_rows, rates_by_group
 from mqcenter.models import ConsoleRole
 from topics import services
 from topics.api import BizSerializer, TopicSerializer, TopicUpdateSerializer, biz_out
@@ -205,6 +205,7 @@ def topic_detail(request: HttpRequest, name: str) -> HttpResponse:
     context = topic_form_context(request.console.principal, topic)
     context["may_edit"] = may_edit
     context["stats"] = message_selectors.topic_stats(principal=request.console.principal, topic=topic.name)
+    context.update(live_group_rows(principal=request.console.principal, topic=topic.name))
     return render_page(request, "topics/form.html", context)
 
 

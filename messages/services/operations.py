@@ -18,6 +18,7 @@ from django.utils import timezone
 from messages.filters import MessageFilter
 from messages.models import BulkJob, Message, MessageTrace, Status, TraceEvent
 from messages.services.dead_letters import dead_letter_group_ids
+from messages.services.live import live_moved
 from messages.services.replay import replay_job_run
 from messages.services.trace import trace_row, trace_write
 from mqcenter.celery import app as celery_app
@@ -70,6 +71,7 @@ def message_edit(*, principal: Principal, message_id: int, changes: dict[str, An
     with transaction.atomic():
         message = message_get(principal=principal, message_id=message_id, for_update=True)
         before = message_snapshot(message)
+        status_before = message.status
         for field in ("data", "status", "effect_time", "retry_remaining"):
             if field in changes:
                 setattr(message, field, changes[field])
@@ -84,6 +86,7 @@ def message_edit(*, principal: Principal, message_id: int, changes: dict[str, An
         trace_write([trace_row(message, TraceEvent.EDITED, at=now, actor=principal.name,
                                log="changed " + ", ".join(changed) if changed else "no change")])
         audit_record(actor=principal.name, action="message.edit", target=message, before=before, after=after)
+        live_moved([(message.topic, message.group_name, status_before, message.status)])
         if message.status == Status.NEW:
             pair = (message.topic, message.group_name)
             transaction.on_commit(lambda: wakeup_hub().publish([pair]))
@@ -202,6 +205,7 @@ def _cancel_batch(principal: Principal, rows) -> int:  # type: ignore[no-untyped
         messages = list(rows.filter(status__in=CANCELLABLE_STATUSES).select_for_update().order_by("id"))
         if not messages:
             return 0
+        live_moved((m.topic, m.group_name, m.status, Status.CANCELLED) for m in messages)
         Message.objects.filter(id__in=[m.id for m in messages]).update(
             status=Status.CANCELLED, lease_expires_at=None, update_time=now
         )
@@ -235,6 +239,7 @@ def _requeue_batch(principal: Principal, rows, kind: str) -> int:  # type: ignor
     with transaction.atomic():
         messages = list(rows.select_for_update().order_by("id"))
         topics = {t.name: t for t in Topic.objects.filter(name__in={m.topic for m in messages})}
+        live_moved((m.topic, m.group_name, m.status, Status.NEW) for m in messages)
         for message in messages:
             topic = topics.get(message.topic)
             message.status = Status.NEW
@@ -253,7 +258,9 @@ def _requeue_batch(principal: Principal, rows, kind: str) -> int:  # type: ignor
 
 def _delete_batch(principal: Principal, rows) -> int:  # type: ignore[no-untyped-def]
     with transaction.atomic():
-        ids = list(rows.select_for_update().order_by("id").values_list("id", flat=True))
+        found = list(rows.select_for_update().order_by("id").values_list("id", "topic", "group_name", "status"))
+        ids = [row[0] for row in found]
+        live_moved((topic, group, status, None) for _, topic, group, status in found)
         for start in range(0, len(ids), 1000):
             chunk = ids[start : start + 1000]
             MessageTrace.objects.filter(message_id__in=chunk).delete()

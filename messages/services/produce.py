@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from messages import sql
 from messages.models import Message, Status
+from messages.services.live import live_moved
 from messages.sql import insert_statements, insert_values
 from mqcenter.core import metrics
 from mqcenter.core.auth import Principal
@@ -157,6 +158,7 @@ def messages_produce(*, principal: Principal, items: list[ProduceItem]) -> list[
         else:
             wakeup_hub().publish(woken)
         _count(results)
+        live_moved((r.topic, r.group, None, Status.NEW) for r in results if not r.duplicate)
         return results
     raise AssertionError("unreachable")
 
