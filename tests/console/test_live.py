@@ -28,12 +28,13 @@ class WebsocketCommunicator(ApplicationCommunicator):
     """channels.testing's communicator without its daphne import (daphne is not installed)."""
 
     def __init__(self, app: Any, path: str) -> None:
+        path, _, query = path.partition("?")
         super().__init__(
             app,
             {
                 "type": "websocket",
                 "path": path,
-                "query_string": b"",
+                "query_string": query.encode(),
                 "headers": [],
                 "subprotocols": [],
             },
@@ -64,7 +65,9 @@ def _app() -> Any:
     return URLRouter(websocket_urlpatterns)
 
 
-async def _talk(path: str, user: Any, *, change: Any = None) -> list[str]:
+async def _talk(path: str, user: Any, *, change: Any = None, until: str = "") -> list[str]:
+    """The socket's first frame and, after `change`, the first frame holding `until` (frames
+    that changed only the page's clock come in between; 10 s deadline)."""
     communicator = WebsocketCommunicator(_app(), path)
     communicator.scope["user"] = user
     connected, code = await communicator.connect(timeout=10)
@@ -75,7 +78,12 @@ async def _talk(path: str, user: Any, *, change: Any = None) -> list[str]:
         return frames
     if change is not None:
         await change()
+        deadline = time.monotonic() + 10
         frames.append(await communicator.receive_from(timeout=10))
+        while until not in frames[-1] and time.monotonic() < deadline:
+            frames[-1] = await communicator.receive_from(
+                timeout=max(0.1, deadline - time.monotonic())
+            )
     await communicator.disconnect()
     return frames
 
@@ -93,7 +101,9 @@ def test_it_pushes_dashboard_updates_to_a_viewer(transactional_db: Any, monkeypa
             principal=ADMIN, items=[produce_item({"topic": "orders", "data": 1}, "m")]
         )
 
-    frames = async_to_sync(_talk)("/ws/console/dashboard", viewer, change=produce)
+    frames = async_to_sync(_talk)(
+        "/ws/console/dashboard", viewer, change=produce, until='id="total-NEW">1<'
+    )
     assert 'id="total-NEW">0<' in frames[0]
     assert 'id="total-NEW">1<' in frames[1] and 'id="total-produced">1<' in frames[1]
 
@@ -259,3 +269,33 @@ def test_a_reader_counts_again_when_no_flush_job_set_the_counters(transactional_
     assert (
         counts[("orders", "billing")] == {"new": 1, "running": 0, "dead": 0} and as_of is not None
     )
+
+
+def test_it_pushes_a_topics_live_counts_only_inside_its_business_line(
+    transactional_db: Any, monkeypatch: Any
+) -> None:
+    from django.utils import timezone
+
+    from messages.services.live import live_reset
+
+    monkeypatch.setattr(consumers, "LIVE_SECONDS", 0.2)
+    shop, other = Biz.objects.create(name="shop"), Biz.objects.create(name="other")
+    TopicGroup.objects.create(topic=Topic.objects.create(name="orders", biz=shop), name="billing")
+    live_reset(snapshot={}, at=timezone.now())
+
+    async def produce() -> None:
+        item = produce_item({"topic": "orders", "group": "billing", "data": {"x": "<script>"}}, "m")
+        await database_sync_to_async(messages_produce)(principal=ADMIN, items=[item])
+
+    from channels.db import database_sync_to_async
+
+    viewer = make_user("vera", "viewer", shop)
+    frames = async_to_sync(_talk)(
+        "/ws/console/topics/orders?group=billing", viewer, change=produce, until='live-new">1<'
+    )
+    assert '<tr data-group="billing"><td>billing</td><td class="num live-new">0<' in frames[0]
+    assert '<tr data-group="billing"><td>billing</td><td class="num live-new">1<' in frames[1]
+    assert async_to_sync(_talk)(
+        "/ws/console/topics/orders", make_user("otto", "viewer", other)
+    ) == ["closed:4404"]
+    assert async_to_sync(_talk)("/ws/console/topics/orders", AnonymousUser()) == ["closed:4403"]
