@@ -199,3 +199,16 @@ def test_it_keeps_the_business_line_form(clients: dict[str, Client], users: Any)
     assert response.status_code == 400
     assert _field_error(html, "b-name")
     assert _value(html, "b-name") == "bad name!" and _value(html, "b-desc") == "kept"
+
+
+def test_it_keeps_the_schedule_form_with_the_error_beside_the_bad_field(clients: dict[str, Client], orders: Topic) -> None:
+    response = clients["operator"].post("/schedules/", {"name": "nightly", "topic": "orders", "cron": "every night",
+                                                        "timezone": "UTC", "data": '{"run": 1}'})
+    html = response.content.decode()
+    assert response.status_code == 400
+    assert _field_error(html, "s-cron")
+    assert _value(html, "s-name") == "nightly" and _value(html, "s-cron") == "every night"
+    response = clients["operator"].post("/schedules/", {"name": "nightly", "topic": "orders", "cron": "0 2 * * *",
+                                                        "timezone": "UTC", "data": "{run"})
+    html = response.content.decode()
+    assert _field_error(html, "s-data").startswith("data must be valid JSON") and ">{run</textarea>" in html
