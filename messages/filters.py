@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, ClassVar
@@ -158,3 +159,20 @@ def _require_json_types(raw: dict[str, Any], field_prefix: str) -> None:
 
 def dead_letter_q() -> Q:
     return Q(status__in=DEAD_STATUSES)
+
+
+def filter_readable(stored: dict[str, Any] | None) -> str:
+    """A stored filter (`MessageFilter.as_json`, a job's or an audit row's) as an operator
+    reads it: `topic orders · group billing · status FAIL or TIMEOUT · reason "bad sku"`."""
+    if not stored:
+        return "(no filter)"
+    parts = []
+    for name, value in stored.items():
+        if isinstance(value, list | tuple):
+            shown = " or ".join(str(v) for v in value)
+        elif name in ("reason", "text", "key"):
+            shown = json.dumps(value, ensure_ascii=False)
+        else:
+            shown = str(value)
+        parts.append(f"{name.replace('_', ' ')} {shown}")
+    return " · ".join(parts)

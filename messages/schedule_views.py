@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 
 from messages.services import schedules
 from messages.services.transactions import transactions_open
-from mqcenter.console import htmx_redirect, json_from_form, render_page
+from mqcenter.console import form_errors, htmx_redirect, json_from_form, render_page
 from mqcenter.core.errors import MQError
 from mqcenter.core.roles import console_principal, console_view
 from mqcenter.models import ConsoleRole
@@ -27,7 +27,8 @@ def schedule_list(request: HttpRequest) -> HttpResponse:
     operator = console_principal(request.user, ConsoleRole.OPERATOR)
     form: dict[str, Any] = {"name": "", "topic": "", "group": "", "data": "{}", "cron": "0 * * * *",
                             "timezone": "UTC", "enabled": True}
-    error, status = "", 200
+    errors: dict[str, str] = {}
+    status = 200
     if request.method == "POST":
         if operator is None:
             return HttpResponse("Operators only.", status=403)
@@ -35,13 +36,13 @@ def schedule_list(request: HttpRequest) -> HttpResponse:
         try:
             schedule = schedules.schedule_create(principal=operator, fields=_fields(form))
         except MQError as exc:
-            error, status = exc.message, exc.status
+            errors, status = form_errors(exc, FORM_FIELDS), exc.status
         else:
             flash.success(request, f"Created schedule {schedule.name}.")
             return htmx_redirect(request, reverse("console:schedules"))
     rows = schedules.schedules_list(principal=request.console.principal)
     return render_page(request, "messages/schedules.html", {
-        "rows": rows, "form": form, "error": error, "may_write": operator is not None,
+        "rows": rows, "form": form, "errors": errors, "may_write": operator is not None,
     }, status=status)
 
 
@@ -51,17 +52,18 @@ def schedule_edit(request: HttpRequest, schedule_id: int) -> HttpResponse:
     schedule = schedules.schedule_get(principal=principal, schedule_id=schedule_id)
     as_dict = schedules.schedule_dict(schedule)
     form: dict[str, Any] = {**as_dict, "group": as_dict["group"] or "", "data": json.dumps(as_dict["data"], indent=2)}
-    error, status = "", 200
+    errors: dict[str, str] = {}
+    status = 200
     if request.method == "POST":
         form = _form(request)
         try:
             schedules.schedule_update(principal=principal, schedule_id=schedule_id, fields=_fields(form))
         except MQError as exc:
-            error, status = exc.message, exc.status
+            errors, status = form_errors(exc, FORM_FIELDS), exc.status
         else:
             flash.success(request, f"Saved schedule {form['name']}.")
             return htmx_redirect(request, reverse("console:schedules"))
-    return render_page(request, "messages/schedule_edit.html", {"schedule": schedule, "form": form, "error": error},
+    return render_page(request, "messages/schedule_edit.html", {"schedule": schedule, "form": form, "errors": errors},
                        status=status)
 
 

@@ -13,11 +13,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from messages import selectors, services, validation
-from messages.filters import MessageFilter
+from messages.filters import MessageFilter, filter_readable
 from messages.models import DEAD_STATUSES, MAX_PRIORITY, BulkJob, Message
 from messages.services.move import messages_move
 from mqcenter.console import (
     datetime_local,
+    form_errors,
     htmx_redirect,
     int_from_form,
     json_from_form,
@@ -25,7 +26,7 @@ from mqcenter.console import (
     query_string,
     render_page,
 )
-from mqcenter.core.errors import InvalidRequest, MQError
+from mqcenter.core.errors import Conflict, InvalidRequest, MQError, PayloadTooLarge
 from mqcenter.core.roles import console_principal, console_view
 from mqcenter.models import ConsoleRole
 from topics.models import Topic
@@ -171,41 +172,68 @@ def detail_context(request: HttpRequest | None, message: Message, trace: list[An
     }
 
 
-@console_view(ConsoleRole.VIEWER)
-def message_detail(request: HttpRequest, message_id: int) -> HttpResponse:
-    message, trace = selectors.message_detail(principal=request.console.principal, message_id=message_id)
+EDIT_FIELDS = ("data", "status", "effect_time", "retry_remaining")
+
+
+def _detail_page(request: HttpRequest, message: Any, trace: list[Any], *, edit: dict[str, Any] | None = None,
+                 errors: dict[str, str] | None = None, status: int = 200) -> HttpResponse:
+    """The message page; `edit` refills the edit form with what the operator typed."""
     context = detail_context(request, message, trace)
     context.update({
         "may_write": can_write(request, message.topic),
-        "effect_time_local": datetime_local(message.effect_time),
         "status_edit_choices": services.operations.EDITABLE_STATUSES,
+        "edit": edit or {"data": context["data_pretty"], "status": "",
+                         "effect_time": datetime_local(message.effect_time), "retry_remaining": message.retry_remaining},
+        "errors": errors or {},
     })
-    return render_page(request, "messages/detail.html", context, partial="live")
+    return render_page(request, "messages/detail.html", context, partial="live", status=status)
+
+
+@console_view(ConsoleRole.VIEWER)
+def message_detail(request: HttpRequest, message_id: int) -> HttpResponse:
+    message, trace = selectors.message_detail(principal=request.console.principal, message_id=message_id)
+    return _detail_page(request, message, trace)
+
+
+def _edit_changes(message: Any, post: Any) -> dict[str, Any]:
+    """The edit form's fields that differ from the message (InvalidRequest naming the field
+    for a bad one)."""
+    changes: dict[str, Any] = {}
+    if "data" in post:
+        text = services.data_text(json_from_form(post["data"], "data"))
+        if len(text.encode()) > settings.MQ_MAX_DATA_BYTES:
+            raise InvalidRequest(f"data is larger than {settings.MQ_MAX_DATA_BYTES} bytes.", details={"field": "data"})
+        if text != message.data:
+            changes["data"] = text
+    status = post.get("status", "")
+    if status and status != message.status:
+        changes["status"] = status
+    effect = moment_from_form(post.get("effect_time"), "effect_time")
+    if effect is not None and datetime_local(effect) != datetime_local(message.effect_time):
+        changes["effect_time"] = effect
+    retries = int_from_form(post.get("retry_remaining"), "retry_remaining", high=1000)
+    if retries is not None and retries != message.retry_remaining:
+        changes["retry_remaining"] = retries
+    return changes
 
 
 @require_POST
 @console_view(ConsoleRole.OPERATOR)
 def message_edit(request: HttpRequest, message_id: int) -> HttpResponse:
+    """Save the edit form; a refused edit shows the page again with the typed values and
+    the error beside its field."""
     principal = request.console.principal
     message = services.message_get(principal=principal, message_id=message_id)
-    changes: dict[str, Any] = {}
-    if "data" in request.POST:
-        text = services.data_text(json_from_form(request.POST["data"], "data"))
-        if len(text.encode()) > settings.MQ_MAX_DATA_BYTES:
-            raise InvalidRequest(f"data is larger than {settings.MQ_MAX_DATA_BYTES} bytes.", details={"field": "data"})
-        if text != message.data:
-            changes["data"] = text
-    status = request.POST.get("status", "")
-    if status and status != message.status:
-        changes["status"] = status
-    effect = moment_from_form(request.POST.get("effect_time"), "effect_time")
-    if effect is not None and datetime_local(effect) != datetime_local(message.effect_time):
-        changes["effect_time"] = effect
-    retries = int_from_form(request.POST.get("retry_remaining"), "retry_remaining", high=1000)
-    if retries is not None and retries != message.retry_remaining:
-        changes["retry_remaining"] = retries
+    try:
+        changes = _edit_changes(message, request.POST)
+        if changes:
+            services.message_edit(principal=principal, message_id=message.id, changes=changes)
+    except (InvalidRequest, Conflict, PayloadTooLarge) as exc:
+        typed = {name: request.POST.get(name, "") for name in EDIT_FIELDS}
+        message, trace = selectors.message_detail(principal=principal, message_id=message_id)
+        return _detail_page(request, message, trace, edit=typed, errors=form_errors(exc, EDIT_FIELDS),
+                            status=exc.status)
     if changes:
-        services.message_edit(principal=principal, message_id=message.id, changes=changes)
         flash.success(request, f"Saved message {message.id}: changed {', '.join(sorted(changes))}.")
     else:
         flash.info(request, "Nothing changed.")
@@ -241,7 +269,8 @@ def message_add(request: HttpRequest) -> HttpResponse:
     """Produce one message through the same service as the API."""
     form = {"topic": request.GET.get("topic", ""), "group": "", "key": "", "data": "{}", "delay_seconds": "",
             "dedup_key": ""}
-    error, status = "", 200
+    errors: dict[str, str] = {}
+    status = 200
     if request.method == "POST":
         form = {name: request.POST.get(name, "").strip() for name in form}
         try:
@@ -255,12 +284,12 @@ def message_add(request: HttpRequest) -> HttpResponse:
                 principal=request.console.principal, item=validation.produce_item(item, "message")
             )
         except MQError as exc:
-            error, status = exc.message, exc.status
+            errors, status = form_errors(exc, form), exc.status
         else:
             flash.success(request, f"Added message {first.id} to {first.topic}/{first.group}"
                           + (" (duplicate: the stored message is shown)." if first.duplicate else "."))
             return htmx_redirect(request, reverse("console:message", args=[first.id]))
-    return render_page(request, "messages/add.html", {"form": form, "error": error, "topics": visible_topic_names(request)},
+    return render_page(request, "messages/add.html", {"form": form, "errors": errors, "topics": visible_topic_names(request)},
                        status=status)
 
 
@@ -272,7 +301,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
     principal = request.console.principal
     rows = BulkJob.objects.order_by("-id")
     jobs = [j for j in rows[:200] if principal.biz_ids is None or j.biz_ids == sorted(principal.biz_ids)][:50]
-    return render_page(request, "messages/jobs.html", {"jobs": jobs})
+    return render_page(request, "messages/jobs.html", {"jobs": [(j, filter_readable(j.filter)) for j in jobs]})
 
 
 @console_view(ConsoleRole.VIEWER)
@@ -287,5 +316,5 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     return render_page(request, "messages/job.html", {
         "job": job, "percent": percent, "finished": job.state in (BulkJob.State.DONE, BulkJob.State.FAILED),
         "filter_query": query_string(listed),
-        "filter_text": ", ".join(f"{k}={v}" for k, v in flat.items()) or "(none)",
+        "filter_text": filter_readable(job.filter),
     }, partial="progress")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,11 +12,15 @@ from django.template.response import TemplateResponse
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 
 from mqcenter.core.dates import parse_iso_datetime
-from mqcenter.core.errors import InvalidRequest
+from mqcenter.core.errors import InvalidRequest, MQError
 
 
 def render_page(
-    request: HttpRequest, template: str, context: dict[str, Any], *, partial: str | None = None,
+    request: HttpRequest,
+    template: str,
+    context: dict[str, Any],
+    *,
+    partial: str | None = None,
     status: int = 200,
 ) -> TemplateResponse:
     """The full page, or only `template#partial` when HTMX asks for that element."""
@@ -29,8 +34,13 @@ def next_path(request: HttpRequest, default: str) -> str:
     """The form's `next` when it is a path of this site, else `default`: never another site,
     never a header-splitting value."""
     target = request.POST.get("next") or request.GET.get("next") or ""
-    if "\r" in target or "\n" in target or not target.startswith("/") or target.startswith("//") \
-            or not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+    if (
+        "\r" in target
+        or "\n" in target
+        or not target.startswith("/")
+        or target.startswith("//")
+        or not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()})
+    ):
         return default
     return target
 
@@ -81,7 +91,9 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def int_from_form(value: str | None, field: str, *, low: int = 0, high: int = 10**9, default: int | None = None) -> int | None:
+def int_from_form(
+    value: str | None, field: str, *, low: int = 0, high: int = 10**9, default: int | None = None
+) -> int | None:
     value = (value or "").strip()
     if not value:
         return default
@@ -99,3 +111,12 @@ def query_string(params: dict[str, Any], **changes: Any) -> str:
     merged = {**params, **changes}
     clean = {k: v for k, v in merged.items() if v not in (None, "", [], ())}
     return f"?{urlencode(clean, doseq=True)}" if clean else "?"
+
+
+def form_errors(exc: MQError, fields: Iterable[str]) -> dict[str, str]:
+    """`exc`'s message keyed by the form field it names (details.field, in API.md's
+    notation: `message.data`, `groups[0].mode`), so the page shows it beside that field;
+    under "form" (shown above the form) when it names none of `fields`."""
+    named = str(exc.details.get("field") or "")
+    field = named.rsplit(".", 1)[-1].split("[", 1)[0]
+    return {field if field in set(fields) else "form": exc.message}

@@ -10,11 +10,14 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse, reverse_lazy
 
-from mqcenter.console import htmx_redirect, int_from_form, query_string, render_page
+from messages.models import BulkJob
+from mqcenter.audit_display import audit_changes, audit_target
+from mqcenter.console import form_errors, htmx_redirect, int_from_form, query_string, render_page
 from mqcenter.core.errors import InvalidRequest, MQError
 from mqcenter.core.login_throttle import (
     WINDOW_SECONDS,
@@ -86,10 +89,14 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 # --- users and grants --------------------------------------------------------------------
 
 
+USER_FORM_FIELDS = ("username", "email", "role", "biz")
+
+
 @console_view(ConsoleRole.ADMIN, global_admin=True)
 def users(request: HttpRequest) -> HttpResponse:
     actor = request.console.principal
-    error = ""
+    errors: dict[str, str] = {}
+    typed = {name: request.POST.get(name, "").strip() for name in USER_FORM_FIELDS}  # never the password
     if request.method == "POST":
         try:
             role = request.POST.get("role", "")
@@ -99,14 +106,14 @@ def users(request: HttpRequest) -> HttpResponse:
                 biz=_biz(request.POST.get("biz")) if role else None,
             )
         except MQError as exc:
-            error = exc.message
+            errors = form_errors(exc, (*USER_FORM_FIELDS, "password"))
         else:
             flash.success(request, f"Created user {user.username}.")
             return htmx_redirect(request, reverse("console:user", args=[user.id]))
     rows = User.objects.prefetch_related("console_grants__biz").order_by("username")[:1000]
     return render_page(request, "console/users.html", {
-        "users": rows, "error": error, "roles": ConsoleRole.values, "biz_choices": Biz.objects.all(),
-    }, status=400 if error else 200)
+        "users": rows, "errors": errors, "typed": typed, "roles": ConsoleRole.values, "biz_choices": Biz.objects.all(),
+    }, status=400 if errors else 200)
 
 
 def _biz(value: str | None) -> Biz | None:
@@ -155,11 +162,18 @@ def audit(request: HttpRequest) -> HttpResponse:
         rows = rows.filter(actor=params["actor"])
     if "action" in params:
         rows = rows.filter(action__startswith=params["action"])
-    if "target" in params:
-        rows = rows.filter(target_id=params["target"])
+    if "target" in params:  # a name ("orders") or an id ("1017")
+        rows = rows.filter(Q(target_id=params["target"]) | Q(target_name=params["target"]))
     before = int_from_form(request.GET.get("before"), "before")
     if before:
         rows = rows.filter(id__lt=before)
     page = list(rows.order_by("-id")[:51])
     older = query_string(params, before=page[49].id) if len(page) > 50 else None
-    return render_page(request, "console/audit.html", {"entries": page[:50], "params": params, "older_url": older})
+    jobs = {str(j.id): j for j in BulkJob.objects.filter(
+        id__in=[int(e.target_id) for e in page if e.target_type == "BulkJob" and e.target_id.isdigit()])}
+    entries = []
+    for entry in page[:50]:
+        name, link = audit_target(entry)
+        entries.append({"e": entry, "name": name, "link": link, "changes": audit_changes(entry.before, entry.after),
+                        "job": jobs.get(entry.target_id) if entry.target_type == "BulkJob" else None})
+    return render_page(request, "console/audit.html", {"entries": entries, "params": params, "older_url": older})

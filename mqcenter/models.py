@@ -13,6 +13,7 @@ class AuditEntry(models.Model):
     action = models.CharField(max_length=64)
     target_type = models.CharField(max_length=64)
     target_id = models.CharField(max_length=200, blank=True, default="")
+    target_name = models.CharField(max_length=200, blank=True, default="")  # as the console names it
     biz = models.CharField(max_length=100, blank=True, default="")
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)

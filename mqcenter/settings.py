@@ -164,9 +164,10 @@ if REDIS_URL:
     }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-# No channel layer: no socket sends to another (console pages re-read the database, SDK
-# wake-ups ride registry/wakeups.py), so a WebSocket does not depend on Redis and survives
-# a Redis restart.
+# No channel layer: no socket sends to another. Console pages are signalled by the live
+# counters' Redis pub/sub (messages/services/live.py) and re-read them, SDK wake-ups ride
+# registry/wakeups.py, so a WebSocket does not depend on a channel layer and survives a Redis
+# restart (it falls back to re-reading every 2 seconds).
 CHANNEL_LAYERS: dict[str, dict[str, object]] = {}
 
 # --- auth, sessions, security ------------------------------------------------------------

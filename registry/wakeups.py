@@ -32,6 +32,7 @@ logger = logging.getLogger(__name__)
 CHANNEL = "mqcenter:wake"
 WAKE_PER_PAIR = 2
 Pair = tuple[str, str]
+ANY: Pair = ("*", "*")  # listen() to every pair
 
 
 class LoopEvent:
@@ -96,8 +97,9 @@ Wake = threading.Event | LoopEvent
 
 
 class WakeupHub:
-    def __init__(self, redis_url: str = "") -> None:
+    def __init__(self, redis_url: str = "", channel: str = CHANNEL) -> None:
         self.redis_url = redis_url
+        self.channel = channel
         self._lock = threading.Lock()
         # Insertion-ordered (dict keys), so the longest-waiting pulls are woken first.
         self._waiters: dict[Pair, dict[Wake, None]] = {}
@@ -142,7 +144,8 @@ class WakeupHub:
                         del self._waiters[pair]
 
     def listen(self, pairs: Iterable[Pair], callback: Callable[[Pair], None]) -> Callable[[], None]:
-        """Call `callback(pair)` (from the notifying thread) whenever a pair has work.
+        """Call `callback(pair)` (from the notifying thread) whenever a pair has work, or
+        any pair for `ANY`.
 
         For push subscribers (WebSockets). Returns the function that stops listening.
         """
@@ -175,7 +178,7 @@ class WakeupHub:
                 for pair in pairs
                 for event in islice((e for e in self._waiters.get(pair, ()) if not e.is_set()), limit)
             ]
-            calls = [(cb, pair) for pair in pairs for cb in self._callbacks.get(pair, ())]
+            calls = [(cb, pair) for pair in pairs for cb in (*self._callbacks.get(pair, ()), *self._callbacks.get(ANY, ()))]
         for event in events:
             event.set()
         for callback, pair in calls:
@@ -207,7 +210,7 @@ class WakeupHub:
         if not self.redis_url:
             return
         try:
-            self._redis_publisher().publish(CHANNEL, json.dumps({"from": self.origin, "pairs": unique}))
+            self._redis_publisher().publish(self.channel, json.dumps({"from": self.origin, "pairs": unique}))
         except Exception as exc:  # noqa: BLE001 - Redis is not on the durability path
             logger.warning("wake-up publish failed (%s); woke local pulls only", exc)
 
@@ -242,7 +245,7 @@ class WakeupHub:
                     self.redis_url, socket_connect_timeout=1, health_check_interval=10
                 )
                 pubsub = client.pubsub(ignore_subscribe_messages=True)
-                pubsub.subscribe(CHANNEL)
+                pubsub.subscribe(self.channel)
                 self.connected = True
                 self.connected_at = time.monotonic()
                 backoff = 0.2

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from messages.services.live import live_store
 from mqcenter.core.auth import token_cache
 from topics.cache import topic_cache
 from topics.models import Biz
@@ -59,6 +60,7 @@ def _fresh_token_cache() -> None:
     # Rolled-back test data never fires the signals that keep these per-process caches true.
     token_cache.clear()
     topic_cache.forget()
+    live_store().clear()  # counters another test left in this Redis database
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ from mqcenter.console import htmx_redirect, int_from_form, moment_from_form, nex
 from mqcenter.core.auth import Principal
 from mqcenter.core.errors import Conflict, InvalidRequest, NotFound
 from mqcenter.core.roles import console_principal, console_view
+from mqcenter.dashboard import live_group_rows
 from mqcenter.models import ConsoleRole
 from topics.models import DeliveryMode, Topic
 from topics.selectors import group_rows
@@ -65,6 +66,7 @@ def topic_group(request: HttpRequest, name: str, group: str) -> HttpResponse:
             "stats": stats,
             "group_rows": rows,
             "may_edit": may_change_groups(request, topic),
+            **live_group_rows(principal=request.console.principal, topic=topic.name, group=group),
         },
     )
 

@@ -18,11 +18,11 @@ from rest_framework import serializers as drf_serializers
 
 from messages.services.alarm_webhooks import alarm_webhook_test
 from messages.services.purge import topic_remove
-from mqcenter.console import htmx_redirect, next_path, render_page
+from mqcenter.console import form_errors, htmx_redirect, next_path, render_page
 from mqcenter.core.auth import Principal
 from mqcenter.core.errors import Forbidden, InvalidRequest, MQError, NotFound
 from mqcenter.core.roles import console_principal, console_view
-from mqcenter.dashboard import backlog_overview, rates_by_group
+from mqcenter.dashboard import backlog_overview, live_group_rows, rates_by_group
 from mqcenter.models import ConsoleRole
 from topics import services
 from topics.api import BizSerializer, TopicSerializer, TopicUpdateSerializer, biz_out
@@ -128,25 +128,55 @@ def topic_form_data(post: Any) -> dict[str, Any]:
     return data
 
 
-def topic_form_context(
-    principal: Principal, topic: Topic | None, error: str = "", values: Any = None, *, reveal_webhooks: bool = True,
-) -> dict[str, Any]:
-    """`reveal_webhooks`: whether the webhook URLs are shown whole (to the topic's admins);
-    others see only their hosts, since chat tools put the bot's secret in the URL."""
-    if values is not None and "webhook_url" in values:  # a refused form shows what was typed
-        pairs = zip(values.getlist("webhook_url"), values.getlist("webhook_format"), strict=False)
+TOPIC_FORM_FIELDS = (
+    "topic", "biz", "owner", "description", "retry_count", "retry_strategy", "retry_interval_seconds",
+    "timeout_seconds", "retention_days", "alarm_emails", "alarm_webhooks", "backlog_alarm_threshold",
+    "max_backlog", "paused", "groups",
+)
+
+
+def topic_form_values(topic: Topic | None, post: Any = None) -> dict[str, Any]:
+    """What the form's fields show: what was typed (after a refused save), else the topic's
+    settings, else the defaults of a new topic."""
+    if post is not None:
+        values = {name: post.get(name, "") for name in TOPIC_FORM_FIELDS}
+        values["paused"] = post.get("paused") == "on"
+        # The last group row is the "add a group" one.
+        values["new_group"] = (post.getlist("group_name") or [""])[-1]
+        values["new_group_mode"] = (post.getlist("group_mode") or [""])[-1]
+        return values
+    if topic is None:
+        return {"retry_count": django_settings.MQ_DEFAULT_RETRY_COUNT, "retry_strategy": RetryStrategy.EXPONENTIAL,
+                "retry_interval_seconds": 10, "timeout_seconds": 60, "retention_days": 7}
+    return {
+        "biz": "", "owner": topic.owner, "description": topic.description, "retry_count": topic.retry_count,
+        "retry_strategy": topic.retry_strategy, "retry_interval_seconds": topic.retry_interval_seconds,
+        "timeout_seconds": topic.timeout_seconds, "retention_days": topic.retention_days,
+        "alarm_emails": "\n".join(topic.alarm_emails), "paused": topic.paused,
+        "backlog_alarm_threshold": "" if topic.backlog_alarm_threshold is None else topic.backlog_alarm_threshold,
+        "max_backlog": "" if topic.max_backlog is None else topic.max_backlog,
+    }
+
+
+def topic_form_context(principal: Principal, topic: Topic | None, error: MQError | None = None,
+                       post: Any = None, *, reveal_webhooks: bool = True) -> dict[str, Any]:
+    """The form's context; after a refused save, `post` keeps what was typed and the error
+    stands beside its field. `reveal_webhooks`: whether the webhook URLs are shown whole (to
+    the topic's admins); others see only their hosts, since chat tools put the bot's secret
+    in the URL."""
+    if post is not None and "webhook_url" in post:  # a refused form shows what was typed
+        pairs = zip(post.getlist("webhook_url"), post.getlist("webhook_format"), strict=False)
         webhooks = [{"url": url, "format": fmt, "saved": False} for url, fmt in pairs if url.strip()]
     else:
         saved = topic.alarm_webhooks if topic else []
         webhooks = [{"url": w["url"] if reveal_webhooks else webhook_url_masked(w["url"]), "format": w["format"],
                      "saved": True} for w in saved]
     return {
-        "topic": topic, "error": error, "biz_choices": visible_biz(principal),
+        "topic": topic, "biz_choices": visible_biz(principal),
         "strategies": RetryStrategy.values, "modes": DeliveryMode.values,
-        "default_retry_count": django_settings.MQ_DEFAULT_RETRY_COUNT,
-        "emails": "\n".join(topic.alarm_emails) if topic else "",
-        "values": values, "webhooks": webhooks, "webhook_formats": WEBHOOK_FORMATS,
-        "reveal_webhooks": reveal_webhooks,
+        "webhooks": webhooks, "webhook_formats": WEBHOOK_FORMATS, "reveal_webhooks": reveal_webhooks,
+        "f": topic_form_values(topic, post),
+        "errors": form_errors(error, TOPIC_FORM_FIELDS) if error else {},
     }
 
 
@@ -165,8 +195,8 @@ def topic_create(request: HttpRequest) -> HttpResponse:
             name, groups = clean.pop("topic"), clean.pop("groups", None)
             topic = services.topic_create(actor=principal.name, name=name, biz=biz, settings=clean, groups=groups)
         except MQError as exc:
-            context = topic_form_context(principal, None, exc.message, request.POST)
-            return render_page(request, "topics/form.html", context, status=400)
+            context = topic_form_context(principal, None, exc, request.POST)
+            return render_page(request, "topics/form.html", context, status=exc.status)
         flash.success(request, f"Created topic {topic.name}.")
         return htmx_redirect(request, reverse("console:topic", args=[topic.name]))
     return render_page(request, "topics/form.html", topic_form_context(principal, None))
@@ -188,7 +218,7 @@ def topic_detail(request: HttpRequest, name: str) -> HttpResponse:
             groups = clean.pop("groups", None)
             services.topic_update(actor=admin.name, topic=topic, settings=clean, biz=biz, groups=groups)
         except (InvalidRequest, Forbidden) as exc:
-            context = _topic_page_context(admin, topic, may_edit, exc.message, request.POST)
+            context = _topic_page_context(admin, topic, may_edit, exc, request.POST)
             return render_page(request, "topics/form.html", context, status=400)
         flash.success(request, f"Saved topic {topic.name}.")
         return htmx_redirect(request, reverse("console:topic", args=[topic.name]))
@@ -196,11 +226,11 @@ def topic_detail(request: HttpRequest, name: str) -> HttpResponse:
 
 
 def _topic_page_context(
-    principal: Principal, topic: Topic, may_edit: bool, error: str = "", values: Any = None
+    principal: Principal, topic: Topic, may_edit: bool, error: MQError | None = None, post: Any = None
 ) -> dict[str, Any]:
-    context = topic_form_context(principal, topic, error, values, reveal_webhooks=may_edit)
-    context.update(may_edit=may_edit, group_rows=group_rows(topic=topic),
-                   new_group=dict(NEW_GROUP_FORM))
+    context = topic_form_context(principal, topic, error, post, reveal_webhooks=may_edit)
+    context.update(may_edit=may_edit, group_rows=group_rows(topic=topic), new_group=dict(NEW_GROUP_FORM))
+    context.update(live_group_rows(principal=principal, topic=topic.name))
     return context
 
 
@@ -259,15 +289,16 @@ def _biz_named(principal: Principal, name: str | None) -> Biz | None:
 @console_view(ConsoleRole.ADMIN)
 def biz_list(request: HttpRequest) -> HttpResponse:
     principal = request.console.principal
-    error = ""
+    errors: dict[str, str] = {}
+    typed = {k: request.POST.get(k, "").strip() for k in ("name", "title", "description")}
     if request.method == "POST":
         if principal.biz_ids is not None:
             raise Forbidden("Only an unrestricted admin creates business lines.")
         try:
-            data = _validated(BizSerializer, {k: request.POST.get(k, "").strip() for k in ("name", "title", "description")})
+            data = _validated(BizSerializer, typed)
             biz = services.biz_create(actor=principal.name, **data)
         except MQError as exc:
-            error = exc.message
+            errors = form_errors(exc, typed)
         else:
             flash.success(request, f"Created business line {biz.name}.")
             return htmx_redirect(request, reverse("console:biz_list"))
@@ -282,8 +313,8 @@ def biz_list(request: HttpRequest) -> HttpResponse:
     for biz in visible_biz(principal):
         rows.append({"biz": biz, "topics": biz.topics.count(), **totals.get(biz.id, {"backlog": 0, "running": 0, "dead": 0})})
     return render_page(request, "topics/biz_list.html", {
-        "rows": rows, "error": error, "may_create": principal.biz_ids is None,
-    }, status=400 if error else 200)
+        "rows": rows, "errors": errors, "typed": typed, "may_create": principal.biz_ids is None,
+    }, status=400 if errors else 200)
 
 
 @console_view(ConsoleRole.ADMIN)
@@ -308,30 +339,36 @@ def biz_detail(request: HttpRequest, biz_id: int) -> HttpResponse:
 # --- tokens ------------------------------------------------------------------------------
 
 
+TOKEN_FORM_FIELDS = ("name", "biz", "scopes")
+
+
 @console_view(ConsoleRole.ADMIN)
 def token_list(request: HttpRequest) -> HttpResponse:
     """Tokens of the admin's business lines; creating one shows its secret exactly once."""
     principal = request.console.principal
-    secret, created, error = "", None, ""
+    secret, created, errors = "", None, {}
+    typed = {name: request.POST.get(name, "").strip() for name in TOKEN_FORM_FIELDS}
     if request.method == "POST":
         try:
             biz = _biz_named(principal, request.POST.get("biz", "").strip() or None)
             if biz is None and principal.biz_ids is not None:
-                raise Forbidden("Choose one of your business lines for the token.")
+                raise Forbidden("Choose one of your business lines for the token.", details={"field": "biz"})
             scopes = [s.strip() for s in request.POST.get("scopes", "").replace(",", " ").split() if s.strip()]
             secret, created = services.token_create(
                 actor=principal.name, scopes=scopes, biz=biz, name=request.POST.get("name", "").strip()[:200],
                 created_by=request.user,
             )
         except (InvalidRequest, Forbidden) as exc:
-            error = exc.message
+            errors = form_errors(exc, TOKEN_FORM_FIELDS)
+        else:
+            typed = {}  # created: the form starts empty again
     rows = ApiToken.objects.select_related("biz").order_by("-created_at")
     if principal.biz_ids is not None:
         rows = rows.filter(biz_id__in=principal.biz_ids)
     response = render_page(request, "topics/tokens.html", {
-        "tokens": rows[:500], "secret": secret, "created": created, "error": error,
+        "tokens": rows[:500], "secret": secret, "created": created, "errors": errors, "typed": typed,
         "biz_choices": visible_biz(principal), "global": principal.biz_ids is None,
-    }, status=400 if error else 200)
+    }, status=400 if errors else 200)
     response["Cache-Control"] = "no-store"  # the secret must not linger in caches
     return response
 

@@ -17,6 +17,7 @@ from django.utils import timezone
 from messages import sql
 from messages.models import Message, MessageTrace, Status, TraceEvent
 from messages.services import lifecycle
+from messages.services.live import live_moved
 from messages.services.trace import TraceRow, trace_row, trace_write
 from mqcenter.core import metrics
 from mqcenter.core.auth import Principal
@@ -88,6 +89,9 @@ def messages_ack(*, principal: Principal, consumer: str, results: list[AckResult
         trace_write(traces)
     again = [*(f.message for f in failures), *(m for m, _, _ in snoozes)]
     lifecycle.wake_after_commit(again)  # committed, or at the caller's commit
+    live_moved([*((m.topic, m.group_name, Status.RUNNING, Status.SUCCESS) for m in succeeded.values()),
+                *((f.message.topic, f.message.group_name, Status.RUNNING, f.message.status) for f in failures),
+                *((m.topic, m.group_name, Status.RUNNING, Status.NEW) for m, _, _ in snoozes)])
     lifecycle.wake_freed_slots([*succeeded.values(), *again], topics)
     for outcome in outcomes:
         if "outcome" not in outcome:
@@ -209,5 +213,6 @@ def messages_release(*, principal: Principal, consumer: str, ids: list[int]) -> 
         _require_consume_topics(principal, {m.topic for m in held})
         trace_write(lifecycle.release(held, consumer=consumer, now=now))
         lifecycle.wake_after_commit(held)
+        live_moved((m.topic, m.group_name, Status.RUNNING, Status.NEW) for m in held)
     released = {m.id for m in held}
     return [{"id": i, "outcome": "released" if i in released else "stale"} for i in ids]

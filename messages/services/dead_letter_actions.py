@@ -36,9 +36,10 @@ def dead_letter_group_act(
         return {"job": job.id}
     if not ids:
         return {"count": 0}
+    described = {"topic": topic, "group": group, "status": list(DEAD_STATUSES), "reason": reason}
     if action == "redrive":
-        return messages_requeue(principal=principal, ids=ids)
-    return messages_delete(principal=principal, ids=ids)
+        return messages_requeue(principal=principal, ids=ids, described=described)
+    return messages_delete(principal=principal, ids=ids, described=described)
 
 
 def dead_letter_group_export(*, principal: Principal, topic: str, group: str, reason: str) -> Iterator[str]:

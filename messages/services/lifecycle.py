@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from messages import sql
 from messages.models import Message, Status, TraceEvent
+from messages.services.live import live_moved
 from messages.services.retry import retry_delay_seconds
 from messages.services.trace import LOG_LIMIT, TraceRow, row_pulls_write, trace_row, trace_write
 from mqcenter.core import metrics
@@ -222,5 +223,6 @@ def leases_recover(*, limit: int = 500) -> int:
         topics = {t.name: t for t in Topic.objects.filter(name__in={m.topic for m in expired})}
         trace_write(fail([Failure(m, topics.get(m.topic), "broker", "") for m in expired], expired=True, now=now))
         wake_after_commit(expired)
+        live_moved((m.topic, m.group_name, Status.RUNNING, m.status) for m in expired)
     metrics.leases_expired.inc(len(expired))
     return len(expired)

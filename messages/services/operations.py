@@ -19,6 +19,7 @@ from messages.filters import MessageFilter
 from messages.models import DEAD_STATUSES, BulkJob, Message, MessageTrace, Status, TraceEvent
 from messages.services.archive_redrive import archive_redrive_job_run
 from messages.services.dead_letters import dead_letter_group_ids
+from messages.services.live import live_moved
 from messages.services.move import move_job_run
 from messages.services.purge import topic_purge_run
 from messages.services.replay import replay_job_run
@@ -73,6 +74,7 @@ def message_edit(*, principal: Principal, message_id: int, changes: dict[str, An
     with transaction.atomic():
         message = message_get(principal=principal, message_id=message_id, for_update=True)
         before = message_snapshot(message)
+        status_before = message.status
         for field in ("data", "status", "effect_time", "retry_remaining"):
             if field in changes:
                 setattr(message, field, changes[field])
@@ -87,6 +89,7 @@ def message_edit(*, principal: Principal, message_id: int, changes: dict[str, An
         trace_write([trace_row(message, TraceEvent.EDITED, at=now, actor=principal.name,
                                log="changed " + ", ".join(changed) if changed else "no change")])
         audit_record(actor=principal.name, action="message.edit", target=message, before=before, after=after)
+        live_moved([(message.topic, message.group_name, status_before, message.status)])
         if message.status == Status.NEW:
             pair = (message.topic, message.group_name)
             transaction.on_commit(lambda: wakeup_hub().publish([pair]))
@@ -99,14 +102,15 @@ def message_add(*, principal: Principal, item: Any) -> Any:
     from messages.services.produce import messages_produce
 
     result = messages_produce(principal=principal, items=[item])[0]
-    audit_record(actor=principal.name, action="message.add", target="Message",
+    audit_record(actor=principal.name, action="message.add", target="Message", target_id=result.id,
+                 target_name=f"message {result.id} ({result.topic}/{result.group})",
                  after={"id": result.id, "topic": result.topic, "group": result.group, "duplicate": result.duplicate})
     return result
 
 
 def messages_requeue(
     *, principal: Principal, ids: list[int] | None = None, filter: MessageFilter | None = None,
-    dead_only: bool = True,
+    dead_only: bool = True, described: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Put messages back to NEW now with their topic's retries. `dead_only` (redrive) takes
     only dead letters (FAIL/TIMEOUT/EXPIRED); requeue also takes finished or waiting ones. A
@@ -114,23 +118,32 @@ def messages_requeue(
     RUNNING messages are never taken from their consumer.
 
     A filter matching more than MQ_REDRIVE_SYNC_LIMIT messages becomes a background job.
+    The action is one audit row; `described` is what the operator chose when the ids stand
+    for something else (a dead-letter group).
     """
     kind = BulkJob.Kind.REDRIVE if dead_only else BulkJob.Kind.REQUEUE
     statuses = list(DEAD_STATUSES) if dead_only else [Status.NEW, Status.SUCCESS, *DEAD_STATUSES]
     rows = _target_rows(principal, ids, filter).filter(status__in=statuses)
     if ids is None and _larger_than(rows, settings.MQ_REDRIVE_SYNC_LIMIT):
         return {"job": bulk_job_create(principal=principal, kind=kind, filter=filter).id}
-    return {"count": _requeue_batch(principal, rows, kind)}
+    with transaction.atomic():
+        count = _requeue_batch(principal, rows, kind)
+        _audit_bulk(principal, f"message.{kind}", ids, filter, count, described)
+    return {"count": count}
 
 
 def messages_delete(
-    *, principal: Principal, ids: list[int] | None = None, filter: MessageFilter | None = None
+    *, principal: Principal, ids: list[int] | None = None, filter: MessageFilter | None = None,
+    described: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Delete messages and their trace; a large filter becomes a background job."""
     rows = _target_rows(principal, ids, filter)
     if ids is None and _larger_than(rows, settings.MQ_REDRIVE_SYNC_LIMIT):
         return {"job": bulk_job_create(principal=principal, kind=BulkJob.Kind.DELETE, filter=filter).id}
-    return {"count": _delete_batch(principal, rows)}
+    with transaction.atomic():
+        count = _delete_batch(principal, rows)
+        _audit_bulk(principal, "message.delete", ids, filter, count, described)
+    return {"count": count}
 
 
 def message_cancel(*, principal: Principal, message_id: int) -> Message:
@@ -140,7 +153,11 @@ def message_cancel(*, principal: Principal, message_id: int) -> Message:
     message = message_get(principal=principal, message_id=message_id)
     if message.status == Status.CANCELLED:  # a repeated cancel (a retried request) is harmless
         return message
-    if not _cancel_batch(principal, Message.objects.filter(id=message_id)):
+    with transaction.atomic():
+        cancelled = _cancel_batch(principal, Message.objects.filter(id=message_id))
+        if cancelled:
+            audit_record(actor=principal.name, action="message.cancel", target=message)
+    if not cancelled:
         current = Message.objects.filter(id=message_id).values_list("status", flat=True).first()
         raise Conflict(
             f"Message {message_id} is {current}: only NEW or PREPARED messages can be cancelled.",
@@ -158,7 +175,30 @@ def messages_cancel(
     rows = _target_rows(principal, ids, filter).filter(status__in=CANCELLABLE_STATUSES)
     if ids is None and _larger_than(rows, settings.MQ_REDRIVE_SYNC_LIMIT):
         return {"job": bulk_job_create(principal=principal, kind=BulkJob.Kind.CANCEL, filter=filter).id}
-    return {"count": _cancel_batch(principal, rows)}
+    with transaction.atomic():
+        count = _cancel_batch(principal, rows)
+        _audit_bulk(principal, "message.cancel", ids, filter, count, None)
+    return {"count": count}
+
+
+def _audit_bulk(principal: Principal, action: str, ids: list[int] | None, filter: MessageFilter | None,
+                count: int, described: dict[str, Any] | None) -> None:
+    """One audit row for one operator action on messages: the message itself when it names
+    one, else what was chosen (the filter, or how many were selected) and how many changed."""
+    if not count:
+        return
+    if ids is not None and len(ids) == 1 and described is None:
+        message = Message.objects.filter(id=ids[0]).first()
+        if message is not None:
+            audit_record(actor=principal.name, action=action, target=message)
+            return
+        audit_record(actor=principal.name, action=action, target="Message", target_id=ids[0],
+                     target_name=f"message {ids[0]}")
+        return
+    chosen: dict[str, Any] = {"filter": described} if described is not None else (
+        {"filter": filter.as_json()} if filter is not None else {"selected": len(ids or ())})
+    audit_record(actor=principal.name, action=action, target="Message", target_name=f"{count} messages",
+                 after={**chosen, "count": count})
 
 
 def _cancel_batch(principal: Principal, rows) -> int:  # type: ignore[no-untyped-def]
@@ -169,14 +209,13 @@ def _cancel_batch(principal: Principal, rows) -> int:  # type: ignore[no-untyped
         messages = list(rows.filter(status__in=CANCELLABLE_STATUSES).select_for_update().order_by("id"))
         if not messages:
             return 0
+        live_moved((m.topic, m.group_name, m.status, Status.CANCELLED) for m in messages)
         Message.objects.filter(id__in=[m.id for m in messages]).update(
             status=Status.CANCELLED, lease_expires_at=None, update_time=now
         )
         for message in messages:
             message.status = Status.CANCELLED
         trace_write(trace_row(m, TraceEvent.CANCELLED, at=now, actor=principal.name) for m in messages)
-        audit_record(actor=principal.name, action="message.cancel", target="Message",
-                     after={"ids": [m.id for m in messages][:1000], "count": len(messages)})
     return len(messages)
 
 
@@ -204,6 +243,7 @@ def _requeue_batch(principal: Principal, rows, kind: str) -> int:  # type: ignor
     with transaction.atomic():
         messages = list(rows.select_for_update().order_by("id"))
         topics = {t.name: t for t in Topic.objects.filter(name__in={m.topic for m in messages})}
+        live_moved((m.topic, m.group_name, m.status, Status.NEW) for m in messages)
         for message in messages:
             topic = topics.get(message.topic)
             message.status = Status.NEW
@@ -217,9 +257,6 @@ def _requeue_batch(principal: Principal, rows, kind: str) -> int:  # type: ignor
             batch_size=500
         )
         trace_write(trace_row(m, TraceEvent.REDRIVEN, at=now, actor=principal.name, log=kind) for m in messages)
-        if messages:
-            audit_record(actor=principal.name, action=f"message.{kind}", target="Message",
-                         after={"ids": [m.id for m in messages][:1000], "count": len(messages)})
         pairs = {(m.topic, m.group_name) for m in messages}
         transaction.on_commit(lambda: wakeup_hub().publish(pairs))
     return len(messages)
@@ -227,14 +264,13 @@ def _requeue_batch(principal: Principal, rows, kind: str) -> int:  # type: ignor
 
 def _delete_batch(principal: Principal, rows) -> int:  # type: ignore[no-untyped-def]
     with transaction.atomic():
-        ids = list(rows.select_for_update().order_by("id").values_list("id", flat=True))
+        found = list(rows.select_for_update().order_by("id").values_list("id", "topic", "group_name", "status"))
+        ids = [row[0] for row in found]
+        live_moved((topic, group, status, None) for _, topic, group, status in found)
         for start in range(0, len(ids), 1000):
             chunk = ids[start : start + 1000]
             MessageTrace.objects.filter(message_id__in=chunk).delete()
             Message.objects.filter(id__in=chunk).delete()
-        if ids:
-            audit_record(actor=principal.name, action="message.delete", target="Message",
-                         before={"ids": ids[:1000], "count": len(ids)})
     return len(ids)
 
 
@@ -253,7 +289,8 @@ def bulk_job_create(
             kind=kind, filter=stored, actor=principal.name,
             biz_ids=sorted(principal.biz_ids) if principal.biz_ids is not None else None,
         )
-        audit_record(actor=principal.name, action=f"bulk.{kind}", target=job, after=job.filter)
+        # One row for the whole job: its filter here; its count is the job's (linked).
+        audit_record(actor=principal.name, action=f"bulk.{kind}", target=job, after={"filter": job.filter})
         transaction.on_commit(lambda: celery_app.send_task("messages.bulk_job", args=[job.id]))
     return job
 

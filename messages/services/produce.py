@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from messages import sql
 from messages.models import DEFAULT_PRIORITY, Message, Status
+from messages.services.live import live_moved
 from messages.sql import insert_statements, insert_values
 from mqcenter.core import metrics
 from mqcenter.core.auth import Principal
@@ -173,6 +174,7 @@ def _produce(principal: Principal, items: list[ProduceItem], names: set[str]) ->
         else:
             wakeup_hub().publish(woken)
         _count(results)
+        live_moved((r.topic, r.group, None, Status.NEW) for r in results if not r.duplicate)
         return results
     raise AssertionError("unreachable")
 

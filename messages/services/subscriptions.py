@@ -85,7 +85,7 @@ def group_create(
         # Every publish up to here is committed (we hold the topic's lock); later ones copy
         # to this group themselves.
         high_water = _high_water()
-        audit_record(actor=principal.name, action="group.create", target=group,
+        audit_record(actor=principal.name, action="group.create", target=group, target_name=f"{topic.name}/{name}",
                      after={**_names(topic, name), "mode": group.mode, "start": str(start), **_limits(group)})
     if start == "latest":
         return group, None
@@ -100,7 +100,7 @@ def group_replay(*, principal: Principal, topic: Topic, name: str, since: dateti
     with transaction.atomic():
         lock_topic(topic.pk, share=False)
         high_water = _high_water()
-        audit_record(actor=principal.name, action="group.replay", target=group,
+        audit_record(actor=principal.name, action="group.replay", target=group, target_name=f"{topic.name}/{name}",
                      after={**_names(topic, name), "since": since.isoformat()})
     return _replay(principal, topic, name, since, high_water)
 
@@ -156,7 +156,7 @@ def group_update(*, principal: Principal, topic: Topic, name: str, changes: dict
             group.rate_tokens, group.rate_refilled_at = bucket_size(group.rate_per_second), timezone.now()
             fields += ["rate_tokens", "rate_refilled_at"]
         group.save(update_fields=fields)
-        audit_record(actor=principal.name, action="group.update", target=group,
+        audit_record(actor=principal.name, action="group.update", target=group, target_name=f"{topic.name}/{name}",
                      before=before, after={**_names(topic, name), "mode": group.mode, **_limits(group)})
         # A resumed or widened group's waiting pulls need not wait out their fallback.
         transaction.on_commit(lambda: wakeup_hub().publish([(topic.name, name)]))
@@ -174,7 +174,7 @@ def group_delete(*, principal: Principal, topic: Topic, name: str) -> int:
     group = group_get(principal=principal, topic=topic, name=name)
     with transaction.atomic():
         lock_topic(topic.pk, share=False)
-        audit_record(actor=principal.name, action="group.delete", target=group,
+        audit_record(actor=principal.name, action="group.delete", target=group, target_name=f"{topic.name}/{name}",
                      before={**_names(topic, name), "mode": group.mode, **_limits(group)})
         group.delete()
         high_water = Message.objects.aggregate(top=Max("id"))["top"] or 0

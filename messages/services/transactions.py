@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from messages.models import Message, MessageTrace, Status, TraceEvent
 from messages.semantics_models import Transaction
+from messages.services.live import live_moved
 from messages.services.produce import ProduceItem, ProduceResult, messages_produce
 from messages.services.trace import trace_row, trace_write
 from mqcenter.core.auth import Principal
@@ -103,6 +104,7 @@ def transaction_prepare(
         results = messages_produce(principal=principal, items=items)
         fresh = [r.id for r in results if not r.duplicate]
         Message.objects.filter(id__in=fresh, status=Status.NEW).update(status=Status.PREPARED)
+        live_moved((r.topic, r.group, Status.NEW, Status.PREPARED) for r in results if not r.duplicate)
         txn = Transaction.objects.create(
             biz_id=principal.home_biz_id, producer=principal.name[:200],
             topics=sorted({r.topic for r in results}), message_ids=sorted(set(fresh)),
@@ -192,6 +194,7 @@ def _resolve(txn: Transaction, *, commit: bool, actor: str, reason: str) -> None
         prepared.update(status=Status.NEW, effect_time=Greatest(F("effect_time"), now), update_time=now)
         for message in messages:
             message.status = Status.NEW
+        live_moved((m.topic, m.group_name, Status.PREPARED, Status.NEW) for m in messages)
         trace_write(trace_row(m, TraceEvent.COMMITTED, at=now, actor=actor, log=f"transaction {txn.id}")
                     for m in messages)
         pairs = {(m.topic, m.group_name) for m in messages}

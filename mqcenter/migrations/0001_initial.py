@@ -24,6 +24,7 @@ class Migration(migrations.Migration):
                 ('action', models.CharField(max_length=64)),
                 ('target_type', models.CharField(max_length=64)),
                 ('target_id', models.CharField(blank=True, default='', max_length=200)),
+                ('target_name', models.CharField(blank=True, default='', max_length=200)),
                 ('biz', models.CharField(blank=True, default='', max_length=100)),
                 ('before', models.JSONField(blank=True, null=True)),
                 ('after', models.JSONField(blank=True, null=True)),

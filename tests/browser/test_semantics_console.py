@@ -36,7 +36,8 @@ def test_it_creates_a_schedule_runs_it_now_and_disables_it(page: Any, console: C
     page.fill("#s-topic", "sync")
     page.fill("#s-cron", "not a cron")
     page.click("#schedule-form button[type=submit]")
-    assert "cron" in page.inner_text(".flash.error")
+    assert "cron" in page.inner_text("#s-cron-error")  # beside the field, the input kept
+    assert page.input_value("#s-cron") == "not a cron" and page.input_value("#s-name") == "broken"
 
 
 def test_it_cancels_a_delayed_message_from_its_page(page: Any, console: Console) -> None:

@@ -239,20 +239,22 @@ def test_it_pages_a_business_lines_messages_across_its_topics_in_id_order(
     assert second == sorted(mine, reverse=True)[50:]
 
 
-def test_it_reads_backlogs_from_a_fresh_snapshot_and_rates_from_stats_buckets(
+def test_it_reads_backlogs_from_the_live_counters_and_rates_from_stats_buckets(
     clients: dict[str, Client], orders: Topic, failed: Message,
 ) -> None:
     from django.utils import timezone
 
     from messages.models import StatsBucket
+    from messages.services.live import live_reset
     from messages.services.stats import minute_of
 
     minute = minute_of(timezone.now())
+    snapshot = {"deliverable": 700, "delayed": 7, "running": 2, "dead": 3, "oldest_deliverable_age_seconds": 42.0}
     StatsBucket.objects.create(topic="orders", group_name="billing", minute=minute, produced=50, succeeded=20,
-                               failed=5, deliverable=700, delayed=7, running=2, dead=3,
-                               oldest_deliverable_age_seconds=42.0)
+                               failed=5, **snapshot)
+    live_reset(snapshot={("orders", "billing"): snapshot}, at=timezone.now())  # as the flush job does
     page = clients["viewer"].get("/topics/").content.decode()
-    assert "snapshot" in page and ">707<" in page  # waiting = deliverable + delayed
+    assert "Counts live" in page and ">707<" in page  # waiting = deliverable + delayed
     assert ">10.0<" in page and ">5.0<" in page  # 50 produced, 25 consumed over 5 minutes
     dashboard = clients["viewer"].get("/").content.decode()
     assert 'id="total-NEW">707<' in dashboard and 'id="total-dead">3<' in dashboard

@@ -16,10 +16,12 @@ from django.conf import settings
 from django.utils import timezone
 
 from messages import sql
+from messages.models import Status
 from messages.services.claims.gate import Claim
 from messages.services.claims.queue import claim_queue
 from messages.services.claims.serial import claim_serial
 from messages.services.claims.sharded import claim_sharded
+from messages.services.live import live_moved
 from mqcenter.core.auth import Principal
 from registry.services import rank_cache
 from topics.cache import topic_cache
@@ -56,6 +58,7 @@ def messages_claim(*, principal: Principal, topic: str, group: str, consumer: st
         claim = claim_queue(topic_group.pk, topic, group, consumer=consumer, rank=rank, limit=max_messages, now=now,
                             gated=topic_group.flow_controlled)
     if claim.messages:
+        live_moved((topic, group, Status.NEW, Status.RUNNING) for _ in claim.messages)
         return claim
     due = sql.next_due(topic, group, now)
     return Claim([], min(d for d in (due, claim.next_due) if d is not None) if due or claim.next_due else None)

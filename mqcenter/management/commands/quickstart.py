@@ -19,9 +19,30 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from mqcenter.management.commands.runbroker import port_problem
 from topics.services import token_create
+
+# Reads the first message's id from a pull's answer (the one to acknowledge).
+FIRST_ID = """python3 -c 'import json,sys; print(json.load(sys.stdin)["messages"][0]["id"])'"""
+
+
+def examples(*, base: str, token: str) -> str:
+    """Shell lines to paste, in order: produce, pull (keeping the pulled message's id) and
+    ack that id. They use this broker's address and token."""
+    json_header = "-H 'Content-Type: application/json'"
+    return (
+        f"  In a shell:  export MQ_BASE={base} TOKEN={token}\n"
+        '  Produce:  curl -s -X POST $MQ_BASE/api/v1/messages -H "Authorization: Bearer $TOKEN" \\\n'
+        f'              {json_header} -d \'{{"messages": [{{"topic": "orders", "data": {{"order": 42}}}}]}}\'; echo\n'
+        '  Pull:     ID=$(curl -s -X POST $MQ_BASE/api/v1/pull -H "Authorization: Bearer $TOKEN" \\\n'
+        f'              {json_header} -d \'{{"topic": "orders", "consumer": "me", "wait_seconds": 5}}\' \\\n'
+        f"              | {FIRST_ID}); echo $ID\n"
+        '  Ack:      curl -s -X POST $MQ_BASE/api/v1/ack -H "Authorization: Bearer $TOKEN" \\\n'
+        f'              {json_header} -d "{{\\"consumer\\": \\"me\\", \\"results\\": [{{\\"id\\": $ID, \\"status\\": \\"SUCCESS\\"}}]}}"; echo\n'
+        "            (the ack names the id the pull answered with; the produce answer shows it too)\n"
+    )
 
 
 class Command(BaseCommand):
@@ -34,6 +55,11 @@ class Command(BaseCommand):
         parser.add_argument("--setup-only", action="store_true", help="prepare, print, and exit")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if not options["setup_only"]:
+            # Before anything is printed: "ready" must mean the broker can listen.
+            problem = port_problem(options["host"], options["port"])
+            if problem:
+                raise CommandError(f"MQ Center cannot start: {problem}.")
         call_command("migrate", verbosity=0)
         if "setup_maintenance" in _commands():
             call_command("setup_maintenance", verbosity=0)
@@ -44,13 +70,7 @@ class Command(BaseCommand):
             f"  Console     {base}/   (login: {username} / {password})\n"
             f"  API docs    {base}/api/docs/\n"
             f"  API token   {token}\n"
-            f"  (saved in {self._secrets_file()})\n\n"
-            "  Produce:  curl -s -X POST " + base + "/api/v1/messages \\\n"
-            "              -H 'Authorization: Bearer " + token + "' -H 'Content-Type: application/json' \\\n"
-            "              -d '{\"messages\": [{\"topic\": \"orders\", \"data\": {\"order\": 42}}]}'\n"
-            "  Consume:  curl -s -X POST " + base + "/api/v1/pull \\\n"
-            "              -H 'Authorization: Bearer " + token + "' -H 'Content-Type: application/json' \\\n"
-            "              -d '{\"topic\": \"orders\", \"consumer\": \"me\", \"max_messages\": 10, \"wait_seconds\": 5}'\n\n"
+            f"  (saved in {self._secrets_file()})\n\n" + examples(base=base, token=token) + "\n"
         )
         self.stdout.write(self._reports_line() + "\n\n")
         if options["setup_only"]:
@@ -65,9 +85,11 @@ class Command(BaseCommand):
         missing = report_requirements_missing()
         if not missing:
             return "  Reports   ready: console -> Reports, or manage.py runreport heap|trace"
-        return ("  Reports   not available on this installation; they need:\n"
-                + "".join(f"              - {problem}\n" for problem in missing)
-                + "            (see docs/reports.md)")
+        return (
+            "  Reports   not available on this installation; they need:\n"
+            + "".join(f"              - {problem}\n" for problem in missing)
+            + "            (see docs/reports.md)"
+        )
 
     def _secrets_file(self) -> Path:
         return Path(settings.VAR_DIR) / "quickstart.txt"
@@ -76,7 +98,9 @@ class Command(BaseCommand):
         """The admin login and token: made once, then read back from var/quickstart.txt."""
         path = self._secrets_file()
         if path.exists():
-            saved = dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+            saved = dict(
+                line.split("=", 1) for line in path.read_text().splitlines() if "=" in line
+            )
             if {"username", "password", "token"} <= saved.keys():
                 return saved["username"], saved["password"], saved["token"]
         username = os.environ.get("MQ_ADMIN_USERNAME", "admin")
@@ -100,20 +124,37 @@ class Command(BaseCommand):
             procs.append(subprocess.Popen([*celery, "worker", "-l", "warning", "-P", "solo"]))
             procs.append(subprocess.Popen([*celery, "beat", "-l", "warning"]))
         procs.append(
-            subprocess.Popen([python, manage, "runbroker", "--host", options["host"], "--port", str(options["port"])])
+            subprocess.Popen(
+                [
+                    python,
+                    manage,
+                    "runbroker",
+                    "--host",
+                    options["host"],
+                    "--port",
+                    str(options["port"]),
+                ]
+            )
         )
+
+        names = ["broker"] if options["no_celery"] else ["Celery worker", "Celery beat", "broker"]
+        asked_to_stop: list[bool] = []
 
         def stop(*_: Any) -> None:
             for proc in procs:
                 if proc.poll() is None:
                     proc.terminate()
 
-        signal.signal(signal.SIGTERM, stop)
+        def stop_asked(*_: Any) -> None:
+            asked_to_stop.append(True)
+            stop()
+
+        signal.signal(signal.SIGTERM, stop_asked)
         try:
             while all(proc.poll() is None for proc in procs):
                 time.sleep(0.5)
         except KeyboardInterrupt:
-            pass
+            asked_to_stop.append(True)
         finally:
             stop()
             for proc in procs:
@@ -121,6 +162,15 @@ class Command(BaseCommand):
                     proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     proc.kill()
+        if not asked_to_stop:
+            # A process ended by itself (the broker's port taken meanwhile, a crash): the
+            # quick start failed, and says which one.
+            ended = next(
+                name
+                for name, proc in zip(names, procs, strict=True)
+                if proc.returncode != -signal.SIGTERM
+            )
+            raise CommandError(f"MQ Center stopped: the {ended} process ended.")
 
 
 def _commands() -> set[str]:

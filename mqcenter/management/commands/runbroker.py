@@ -12,7 +12,25 @@ import socket
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+
+def port_problem(host: str, port: int) -> str | None:
+    """Why the broker cannot listen on host:port (taken, not an address of this machine),
+    or None. Binds as uvicorn does (SO_REUSEADDR: a port left in TIME_WAIT is free), then
+    lets go at once."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        return f"{host} is not an address of this machine ({exc.strerror})"
+    family, kind, proto, _name, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            return f"port {port} on {host} is not free ({exc.strerror}): choose another with --port"
+    return None
 
 
 class Command(BaseCommand):
@@ -28,6 +46,9 @@ class Command(BaseCommand):
         import uvicorn
 
         host, port = options["host"], options["port"]
+        problem = port_problem(host, port)
+        if problem:
+            raise CommandError(problem)
         advertised_host = socket.gethostname() if host in ("0.0.0.0", "::") else host  # noqa: S104
         os.environ.setdefault("MQ_ADVERTISED_URL", f"http://{advertised_host}:{port}")
         uvicorn.run(
