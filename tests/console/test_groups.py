@@ -47,7 +47,9 @@ def publish(count: int = 1) -> None:
 
 
 def row_of(page: str, group: str) -> str:
-    row = page[page.index(f'data-group="{group}"') :]
+    """The group's row in the groups table (the live counts table above names groups too)."""
+    table = page[page.index('id="group-table"') :]
+    row = table[table.index(f'data-group="{group}"') :]
     return row[: row.index("</tr>")]
 
 
