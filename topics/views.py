@@ -13,6 +13,7 @@ from django.contrib import messages as flash
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 from rest_framework import serializers as drf_serializers
 
@@ -143,13 +144,13 @@ def topic_create(request: HttpRequest) -> HttpResponse:
             clean = _validated(TopicSerializer, data)
             biz = _biz_named(principal, biz_name)
             if biz is None and principal.biz_ids is not None:
-                raise InvalidRequest("Choose the business line that owns the topic.", details={"field": "biz"})
+                raise InvalidRequest(_("Choose the business line that owns the topic."), details={"field": "biz"})
             name, groups = clean.pop("topic"), clean.pop("groups", None)
             topic = services.topic_create(actor=principal.name, name=name, biz=biz, settings=clean, groups=groups)
         except MQError as exc:
             context = topic_form_context(principal, None, exc.message, request.POST)
             return render_page(request, "topics/form.html", context, status=400)
-        flash.success(request, f"Created topic {topic.name}.")
+        flash.success(request, _("Created topic %(name)s.") % {"name": topic.name})
         return htmx_redirect(request, reverse("console:topic", args=[topic.name]))
     return render_page(request, "topics/form.html", topic_form_context(principal, None))
 
@@ -163,7 +164,7 @@ def topic_detail(request: HttpRequest, name: str) -> HttpResponse:
     may_edit = admin is not None and admin.may_biz(topic.biz_id)
     if request.method == "POST":
         if admin is None or not may_edit:
-            raise Forbidden("Only an admin of this business line changes topic settings.")
+            raise Forbidden(_("Only an admin of this business line changes topic settings."))
         try:
             clean = _validated(TopicUpdateSerializer, topic_form_data(request.POST), partial=True)
             biz = _biz_named(admin, request.POST.get("biz", "").strip() or None)
@@ -172,7 +173,7 @@ def topic_detail(request: HttpRequest, name: str) -> HttpResponse:
         except (InvalidRequest, Forbidden) as exc:
             context = _topic_page_context(admin, topic, may_edit, exc.message)
             return render_page(request, "topics/form.html", context, status=400)
-        flash.success(request, f"Saved topic {topic.name}.")
+        flash.success(request, _("Saved topic %(name)s.") % {"name": topic.name})
         return htmx_redirect(request, reverse("console:topic", args=[topic.name]))
     return render_page(request, "topics/form.html", _topic_page_context(request.console.principal, topic, may_edit))
 
@@ -192,7 +193,7 @@ def topic_pause(request: HttpRequest, name: str) -> HttpResponse:
     paused = request.POST.get("paused") == "1"
     target = next_path(request, reverse("console:topics"))  # before anything changes
     services.topic_update(actor=principal.name, topic=topic, settings={"paused": paused})
-    flash.success(request, f"{'Paused' if paused else 'Resumed'} topic {topic.name}.")
+    flash.success(request, (_("Paused topic %(name)s.") if paused else _("Resumed topic %(name)s.")) % {"name": topic.name})
     return htmx_redirect(request, target)
 
 
@@ -202,7 +203,7 @@ def topic_delete(request: HttpRequest, name: str) -> HttpResponse:
     principal = request.console.principal
     topic = topic_for(principal, name)
     topic_remove(actor=principal.name, topic=topic)
-    flash.success(request, f"Deleted topic {name}.")
+    flash.success(request, _("Deleted topic %(name)s.") % {"name": name})
     return htmx_redirect(request, reverse("console:topics"))
 
 
@@ -224,14 +225,14 @@ def biz_list(request: HttpRequest) -> HttpResponse:
     error = ""
     if request.method == "POST":
         if principal.biz_ids is not None:
-            raise Forbidden("Only an unrestricted admin creates business lines.")
+            raise Forbidden(_("Only an unrestricted admin creates business lines."))
         try:
             data = _validated(BizSerializer, {k: request.POST.get(k, "").strip() for k in ("name", "title", "description")})
             biz = services.biz_create(actor=principal.name, **data)
         except MQError as exc:
             error = exc.message
         else:
-            flash.success(request, f"Created business line {biz.name}.")
+            flash.success(request, _("Created business line %(name)s.") % {"name": biz.name})
             return htmx_redirect(request, reverse("console:biz_list"))
     totals: dict[int | None, dict[str, int]] = {}
     topic_biz = dict(Topic.objects.values_list("name", "biz_id"))
@@ -253,16 +254,16 @@ def biz_detail(request: HttpRequest, biz_id: int) -> HttpResponse:
     principal = request.console.principal
     biz = get_object_or_404(Biz, id=biz_id)
     if not principal.may_biz(biz.id):
-        raise NotFound("No such business line.")
+        raise NotFound(_("No such business line."))
     if request.method == "POST":
         if request.POST.get("delete") == "1":
             services.biz_delete(actor=principal.name, biz=biz)
-            flash.success(request, f"Deleted business line {biz.name}.")
+            flash.success(request, _("Deleted business line %(name)s.") % {"name": biz.name})
             return htmx_redirect(request, reverse("console:biz_list"))
         data = _validated(BizSerializer, {"name": biz.name, **{k: request.POST.get(k, "").strip() for k in ("title", "description")}})
         data.pop("name")
         services.biz_update(actor=principal.name, biz=biz, changes=data)
-        flash.success(request, f"Saved business line {biz.name}.")
+        flash.success(request, _("Saved business line %(name)s.") % {"name": biz.name})
         return htmx_redirect(request, reverse("console:biz", args=[biz.id]))
     return render_page(request, "topics/biz_detail.html", {"biz": biz_out(biz), "topics": biz.topics.all()})
 
@@ -279,7 +280,7 @@ def token_list(request: HttpRequest) -> HttpResponse:
         try:
             biz = _biz_named(principal, request.POST.get("biz", "").strip() or None)
             if biz is None and principal.biz_ids is not None:
-                raise Forbidden("Choose one of your business lines for the token.")
+                raise Forbidden(_("Choose one of your business lines for the token."))
             scopes = [s.strip() for s in request.POST.get("scopes", "").replace(",", " ").split() if s.strip()]
             secret, created = services.token_create(
                 actor=principal.name, scopes=scopes, biz=biz, name=request.POST.get("name", "").strip()[:200],
@@ -304,7 +305,7 @@ def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     principal = request.console.principal
     token = ApiToken.objects.filter(id=token_id).first()
     if token is None or not principal.may_biz(token.biz_id) or (token.biz_id is None and principal.biz_ids is not None):
-        raise NotFound("No such token.")
+        raise NotFound(_("No such token."))
     services.token_revoke(actor=principal.name, token=token)
-    flash.success(request, f"Revoked token {token.name or token.prefix}.")
+    flash.success(request, _("Revoked token %(name)s.") % {"name": token.name or token.prefix})
     return htmx_redirect(request, reverse("console:tokens"))

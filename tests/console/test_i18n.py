@@ -6,20 +6,37 @@ from __future__ import annotations
 import ast
 import gettext
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.test import Client
+from django.utils import translation
 from django.utils.translation.template import templatize
 
-from topics.models import Topic
+from messages import consumers
+from messages.models import Message, MessageTrace, TraceEvent
+from messages.views import TRACE_EVENT_NAMES
+from topics.models import Biz, Topic
+
+from .conftest import make_user
+from .test_live import WebsocketCommunicator, _app
 
 ZH = {"HTTP_ACCEPT_LANGUAGE": "zh-CN,zh;q=0.9,en;q=0.5"}
 ROOT = Path(settings.BASE_DIR)
 PO = ROOT / "locale" / "zh_Hans" / "LC_MESSAGES" / "django.po"
 MO = PO.with_suffix(".mo")
 APPS = ("mqcenter", "messages", "topics", "registry", "reports")
+
+
+@pytest.fixture(autouse=True)
+def _english_after() -> Iterator[None]:
+    """LocaleMiddleware leaves a request's language active in the thread: reset it, so the
+    tests that run next in this process see the default language."""
+    yield
+    translation.activate(settings.LANGUAGE_CODE)
 
 
 def test_it_shows_the_topic_page_in_chinese_to_a_chinese_browser(
@@ -29,6 +46,51 @@ def test_it_shows_the_topic_page_in_chinese_to_a_chinese_browser(
     assert '<html lang="zh-hans">' in body
     assert "主题 orders" in body and "消费组" in body and "积压" in body
     assert "Backlog" not in body and "Consumer groups" not in body
+
+
+def test_it_shows_the_dashboard_and_navigation_in_chinese(
+    clients: dict[str, Client], failed: Message
+) -> None:
+    body = clients["admin"].get("/", **ZH).content.decode()
+    for label in ("仪表盘", "消息", "死信", "主题", "业务线", "审计", "积压排行", "退出登录"):
+        assert label in body, label
+    for label in (">Dashboard<", ">Dead letters<", "Top backlogs", ">Log out<", ">Topics<"):
+        assert label not in body, label
+
+
+def test_it_shows_the_trace_events_in_chinese(clients: dict[str, Client], failed: Message) -> None:
+    MessageTrace.objects.create(
+        message_id=failed.id,
+        event=TraceEvent.DEAD,
+        actor="c1",
+        at=failed.add_time,
+        status_after="FAIL",
+    )
+    body = clients["admin"].get(f"/messages/{failed.id}/", **ZH).content.decode()
+    assert "<strong>转入死信</strong>" in body
+    with translation.override("en"):  # the catalog's list is the model's labels
+        assert {str(label) for label in TraceEvent.labels} == {str(n) for n in TRACE_EVENT_NAMES}
+
+
+def test_it_pushes_the_live_dashboard_in_the_page_language(
+    transactional_db: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(consumers, "LIVE_SECONDS", 0.2)
+    viewer = make_user("vera", "viewer", Biz.objects.create(name="shop"))
+
+    async def first_frame(headers: list[tuple[bytes, bytes]]) -> str:
+        communicator = WebsocketCommunicator(_app(), "/ws/console/dashboard")
+        communicator.scope["user"] = viewer
+        communicator.scope["headers"] = headers
+        await communicator.connect()
+        frame = await communicator.receive_from()
+        await communicator.disconnect()
+        return frame
+
+    assert "积压排行" in async_to_sync(first_frame)([(b"accept-language", b"zh-CN,zh;q=0.9")])
+    cookie = f"{settings.LANGUAGE_COOKIE_NAME}=zh-hans".encode()
+    assert "积压排行" in async_to_sync(first_frame)([(b"cookie", cookie)])
+    assert "Top backlogs" in async_to_sync(first_frame)([])
 
 
 def test_it_shows_the_topics_list_in_english_without_a_header(
@@ -135,19 +197,19 @@ def template_msgids() -> set[str]:
 
 def python_msgids() -> set[str]:
     """Every literal the console's Python code passes to gettext and its variants."""
-    names = {"_", "gettext", "gettext_lazy", "ngettext", "ngettext_lazy"}
+    names = {"_", "gettext", "gettext_lazy", "gettext_noop", "ngettext", "ngettext_lazy"}
+    with_context = {"pgettext", "pgettext_lazy"}
     found: set[str] = set()
     for app in APPS:
         for path in (ROOT / app).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if (
-                    isinstance(node, ast.Call)
-                    and isinstance(node.func, ast.Name)
-                    and node.func.id in names
-                ):
-                    first = node.args[0] if node.args else None
-                    if isinstance(first, ast.Constant) and isinstance(first.value, str):
-                        found.add(first.value)
+                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+                    continue
+                args = [a.value for a in node.args if isinstance(a, ast.Constant)]
+                if node.func.id in names and args and isinstance(args[0], str):
+                    found.add(args[0])
+                elif node.func.id in with_context and len(args) >= 2:
+                    found.add(f"{args[0]}\x04{args[1]}")
     return found
 
 
