@@ -83,10 +83,10 @@ class ConsoleLiveSocket(AsyncWebsocketConsumer):
     def _render_in_language(self) -> str | None:
         """Render in the page's language, chosen as LocaleMiddleware chose it for the page:
         the language cookie (the header's switch), else the browser's Accept-Language."""
-        headers = dict(self.scope.get("headers", []))
+        headers = {k: v.decode("latin-1") for k, v in self.scope.get("headers", [])}
         request = HttpRequest()
-        request.COOKIES = parse_cookie(headers.get(b"cookie", b"").decode("latin-1"))
-        request.META["HTTP_ACCEPT_LANGUAGE"] = headers.get(b"accept-language", b"").decode("latin-1")
+        request.COOKIES = parse_cookie(headers.get(b"cookie", ""))
+        request.META["HTTP_ACCEPT_LANGUAGE"] = headers.get(b"accept-language", "")
         with translation.override(translation.get_language_from_request(request)):
             return self._render_checked()
 
