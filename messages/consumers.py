@@ -28,6 +28,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.contrib import auth
+from django.http import HttpRequest, parse_cookie
 from django.template.loader import render_to_string
 from django.utils import translation
 

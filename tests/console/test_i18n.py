@@ -80,10 +80,15 @@ def test_it_pushes_the_live_dashboard_in_the_page_language(
     monkeypatch.setattr(consumers, "LIVE_SECONDS", 0.2)
     viewer = make_user("vera", "viewer", Biz.objects.create(name="shop"))
 
+    client = Client()
+    client.force_login(viewer)  # the socket reads the session again on every render
+    session = f"{settings.SESSION_COOKIE_NAME}={client.session.session_key}"
+
     async def first_frame(headers: list[tuple[bytes, bytes]]) -> str:
+        cookies = [v.decode() for k, v in headers if k == b"cookie"] + [session]
+        others = [(k, v) for k, v in headers if k != b"cookie"]
         communicator = WebsocketCommunicator(_app(), "/ws/console/dashboard")
-        communicator.scope["user"] = viewer
-        communicator.scope["headers"] = headers
+        communicator.scope["headers"] = [*others, (b"cookie", "; ".join(cookies).encode())]
         await communicator.connect()
         frame = await communicator.receive_from()
         await communicator.disconnect()
