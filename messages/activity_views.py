@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from messages import activity, selectors
 from mqcenter.console import render_page
@@ -22,16 +23,17 @@ STALE_DEFAULT = timedelta(minutes=10)
 @console_view(ConsoleRole.VIEWER)
 def scheduled(request: HttpRequest) -> HttpResponse:
     rows = activity.messages_scheduled(principal=request.console.principal)
-    return render_page(request, "messages/activity_list.html", {"rows": rows, "title": "Scheduled messages",
-                                                                "what": "NEW messages due later, soonest first"})
+    return render_page(request, "messages/activity_list.html", {"rows": rows, "title": _("Scheduled messages"),
+                                                                "what": _("NEW messages due later, soonest first")})
 
 
 @console_view(ConsoleRole.VIEWER)
 def retrying(request: HttpRequest) -> HttpResponse:
     rows = activity.messages_retrying(principal=request.console.principal)
     return render_page(request, "messages/activity_list.html", {
-        "rows": rows, "title": "Retrying messages",
-        "what": f"delivered before and waiting for their next try (from the newest {activity.SCAN_BOUND} waiting messages)",
+        "rows": rows, "title": _("Retrying messages"),
+        "what": _("delivered before and waiting for their next try (from the newest %(n)s waiting messages)")
+        % {"n": activity.SCAN_BOUND},
     })
 
 

@@ -10,6 +10,8 @@ from typing import Any
 from django.contrib import messages as flash
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
 from messages import selectors, validation
@@ -99,16 +101,15 @@ def archive_redrive(request: HttpRequest) -> HttpResponse:
     if "job" in result:
         return htmx_redirect(request, reverse("console:job", args=[result["job"]]))
     copies = result["copies"]
-    text = (
-        f"Redrove {len(copies)} archived message{'s' if len(copies) != 1 else ''} as new messages"
-    )
+    text = ngettext(
+        "Redrove %(n)s archived message as new messages",
+        "Redrove %(n)s archived messages as new messages",
+        len(copies),
+    ) % {"n": len(copies)}
     text += f" ({', '.join(str(c['id']) for c in copies[:20])})." if copies else "."
     if result["skipped"]:
-        text += (
-            " Skipped: "
-            + ", ".join(f"{s['id']} ({s['reason']})" for s in result["skipped"][:20])
-            + "."
-        )
+        skipped = ", ".join(f"{s['id']} ({s['reason']})" for s in result["skipped"][:20])
+        text += " " + _("Skipped: %(ids)s.") % {"ids": skipped}
     flash.success(request, text)
     if len(copies) == 1:
         return htmx_redirect(request, reverse("console:message", args=[copies[0]["id"]]))

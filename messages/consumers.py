@@ -28,7 +28,9 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.contrib import auth
+from django.http import HttpRequest, parse_cookie
 from django.template.loader import render_to_string
+from django.utils import translation
 
 from mqcenter.core.errors import MQError
 from mqcenter.core.roles import console_principal
@@ -86,7 +88,7 @@ class ConsoleLiveSocket(AsyncWebsocketConsumer):
             self.changed.clear()  # a signal from here on renders again
             rendered_at = time.monotonic()
             try:
-                html = await database_sync_to_async(self._render_checked)()
+                html = await database_sync_to_async(self._render_in_language)()
             except MQError:
                 await self.close(code=4404)
                 return
@@ -125,6 +127,16 @@ class ConsoleLiveSocket(AsyncWebsocketConsumer):
     def query(self, name: str, default: str = "") -> str:
         raw = parse_qs(self.scope.get("query_string", b"").decode("ascii", "replace"))
         return (raw.get(name) or [default])[0]
+
+    def _render_in_language(self) -> str | None:
+        """Render in the page's language, chosen as LocaleMiddleware chose it for the page:
+        the language cookie (the header's switch), else the browser's Accept-Language."""
+        headers = {k: v.decode("latin-1") for k, v in self.scope.get("headers", [])}
+        request = HttpRequest()
+        request.COOKIES = parse_cookie(headers.get(b"cookie", ""))
+        request.META["HTTP_ACCEPT_LANGUAGE"] = headers.get(b"accept-language", "")
+        with translation.override(translation.get_language_from_request(request)):
+            return self._render_checked()
 
 
 class DashboardSocket(ConsoleLiveSocket):

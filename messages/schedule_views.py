@@ -9,6 +9,7 @@ from typing import Any
 from django.contrib import messages as flash
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from messages.services import schedules
@@ -38,7 +39,7 @@ def schedule_list(request: HttpRequest) -> HttpResponse:
         except MQError as exc:
             errors, status = form_errors(exc, FORM_FIELDS), exc.status
         else:
-            flash.success(request, f"Created schedule {schedule.name}.")
+            flash.success(request, _("Created schedule %(name)s.") % {"name": schedule.name})
             return htmx_redirect(request, reverse("console:schedules"))
     rows = schedules.schedules_list(principal=request.console.principal)
     return render_page(request, "messages/schedules.html", {
@@ -61,7 +62,7 @@ def schedule_edit(request: HttpRequest, schedule_id: int) -> HttpResponse:
         except MQError as exc:
             errors, status = form_errors(exc, FORM_FIELDS), exc.status
         else:
-            flash.success(request, f"Saved schedule {form['name']}.")
+            flash.success(request, _("Saved schedule %(name)s.") % {"name": form["name"]})
             return htmx_redirect(request, reverse("console:schedules"))
     return render_page(request, "messages/schedule_edit.html", {"schedule": schedule, "form": form, "errors": errors},
                        status=status)
@@ -74,13 +75,13 @@ def schedule_action(request: HttpRequest, schedule_id: int, action: str) -> Http
     principal = request.console.principal
     if action == "run":
         result = schedules.schedule_run(principal=principal, schedule_id=schedule_id)
-        flash.success(request, f"Produced message {result.id}.")
+        flash.success(request, _("Produced message %(id)s.") % {"id": result.id})
     elif action == "delete":
         schedules.schedule_delete(principal=principal, schedule_id=schedule_id)
-        flash.success(request, "Deleted the schedule.")
+        flash.success(request, _("Deleted the schedule."))
     else:
         schedules.schedule_update(principal=principal, schedule_id=schedule_id, fields={"enabled": action == "enable"})
-        flash.success(request, f"Schedule {action}d.")
+        flash.success(request, _("Schedule enabled.") if action == "enable" else _("Schedule disabled."))
     return htmx_redirect(request, reverse("console:schedules"))
 
 

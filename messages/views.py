@@ -10,6 +10,8 @@ from django.conf import settings
 from django.contrib import messages as flash
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext, pgettext_lazy
 from django.views.decorators.http import require_POST
 
 from messages import selectors, services, validation
@@ -36,6 +38,26 @@ STATUS_CHOICES = [("", "any status"), ("NEW", "NEW"), ("RUNNING", "RUNNING"), ("
                   ("FAIL", "FAIL"), ("TIMEOUT", "TIMEOUT"), ("EXPIRED", "EXPIRED"),
                   ("FAIL,TIMEOUT,EXPIRED", "dead (FAIL, TIMEOUT or EXPIRED)"),
                   ("PREPARED", "PREPARED"), ("CANCELLED", "CANCELLED")]
+# The trace timeline's event names (TraceEvent's labels), marked for the console's catalog:
+# _trace.html translates get_event_display(); the model and the API keep the English.
+TRACE_EVENT_NAMES = [
+    pgettext_lazy("trace event", "Produced"),
+    pgettext_lazy("trace event", "Pulled"),
+    pgettext_lazy("trace event", "Acked"),
+    pgettext_lazy("trace event", "Nacked"),
+    pgettext_lazy("trace event", "Retry Scheduled"),
+    pgettext_lazy("trace event", "Dead"),
+    pgettext_lazy("trace event", "Lease Expired"),
+    pgettext_lazy("trace event", "Extended"),
+    pgettext_lazy("trace event", "Released"),
+    pgettext_lazy("trace event", "Stale Ack"),
+    pgettext_lazy("trace event", "Edited"),
+    pgettext_lazy("trace event", "Redriven"),
+    pgettext_lazy("trace event", "Archived"),
+    pgettext_lazy("trace event", "Committed"),
+    pgettext_lazy("trace event", "Cancelled"),
+    pgettext_lazy("trace event", "Moved"),
+]
 BULK_ACTIONS = {"redrive", "requeue", "delete", "cancel", "move"}
 
 
@@ -129,8 +151,11 @@ def messages_bulk(request: HttpRequest) -> HttpResponse:
         result = services.messages_requeue(principal=principal, dead_only=action == "redrive", **target)
     if "job" in result:
         return htmx_redirect(request, reverse("console:job", args=[result["job"]]))
-    verb = {"redrive": "Redrove", "requeue": "Requeued", "delete": "Deleted", "cancel": "Cancelled"}[action]
-    flash.success(request, f"{verb} {result['count']} message{'s' if result['count'] != 1 else ''}.")
+    done = {"redrive": ngettext("Redrove %(n)s message.", "Redrove %(n)s messages.", result["count"]),
+            "requeue": ngettext("Requeued %(n)s message.", "Requeued %(n)s messages.", result["count"]),
+            "delete": ngettext("Deleted %(n)s message.", "Deleted %(n)s messages.", result["count"]),
+            "cancel": ngettext("Cancelled %(n)s message.", "Cancelled %(n)s messages.", result["count"])}[action]
+    flash.success(request, done % {"n": result["count"]})
     return htmx_redirect(request, reverse("console:messages") + query_string(params))
 
 
@@ -141,8 +166,9 @@ def _move(request: HttpRequest, target: dict[str, Any], params: dict[str, str]) 
     if "job" in result:
         return htmx_redirect(request, reverse("console:job", args=[result["job"]]))
     skipped = ", ".join(f"{s['id']} ({s['reason']})" for s in result["skipped"][:20])
-    flash.success(request, f"Moved {result['count']} message{'s' if result['count'] != 1 else ''} to {to_topic}/{to_group}."
-                  + (f" Skipped: {skipped}." if skipped else ""))
+    moved = ngettext("Moved %(n)s message to %(to)s.", "Moved %(n)s messages to %(to)s.", result["count"])
+    flash.success(request, moved % {"n": result["count"], "to": f"{to_topic}/{to_group}"}
+                  + (" " + _("Skipped: %(ids)s.") % {"ids": skipped} if skipped else ""))
     return htmx_redirect(request, reverse("console:messages") + query_string(params))
 
 
@@ -236,7 +262,7 @@ def message_edit(request: HttpRequest, message_id: int) -> HttpResponse:
     if changes:
         flash.success(request, f"Saved message {message.id}: changed {', '.join(sorted(changes))}.")
     else:
-        flash.info(request, "Nothing changed.")
+        flash.info(request, _("Nothing changed."))
     return htmx_redirect(request, reverse("console:message", args=[message.id]))
 
 
@@ -248,15 +274,15 @@ def message_action(request: HttpRequest, message_id: int, action: str) -> HttpRe
     services.message_get(principal=principal, message_id=message_id)  # visible, else 404/403
     if action == "cancel":
         services.message_cancel(principal=principal, message_id=message_id)
-        flash.success(request, f"Cancelled message {message_id}.")
+        flash.success(request, _("Cancelled message %(id)s.") % {"id": message_id})
         return htmx_redirect(request, reverse("console:message", args=[message_id]))
     if action == "delete":
         services.messages_delete(principal=principal, ids=[message_id])
-        flash.success(request, f"Deleted message {message_id}.")
+        flash.success(request, _("Deleted message %(id)s.") % {"id": message_id})
         return htmx_redirect(request, reverse("console:messages"))
     result = services.messages_requeue(principal=principal, ids=[message_id], dead_only=action == "redrive")
     if result.get("count"):
-        flash.success(request, f"Message {message_id} is queued again (NEW, effective now).")
+        flash.success(request, _("Message %(id)s is queued again (NEW, effective now).") % {"id": message_id})
     else:
         flash.warning(request, f"Message {message_id} was not {action}d: "
                       + ("only dead letters (FAIL, TIMEOUT, EXPIRED) are redriven." if action == "redrive"
@@ -286,8 +312,9 @@ def message_add(request: HttpRequest) -> HttpResponse:
         except MQError as exc:
             errors, status = form_errors(exc, form), exc.status
         else:
-            flash.success(request, f"Added message {first.id} to {first.topic}/{first.group}"
-                          + (" (duplicate: the stored message is shown)." if first.duplicate else "."))
+            added = (_("Added message %(id)s to %(to)s (duplicate: the stored message is shown).") if first.duplicate
+                     else _("Added message %(id)s to %(to)s."))
+            flash.success(request, added % {"id": first.id, "to": f"{first.topic}/{first.group}"})
             return htmx_redirect(request, reverse("console:message", args=[first.id]))
     return render_page(request, "messages/add.html", {"form": form, "errors": errors, "topics": visible_topic_names(request)},
                        status=status)

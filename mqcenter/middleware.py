@@ -7,6 +7,8 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
+from django.middleware.locale import LocaleMiddleware
+from django.utils import translation
 
 from mqcenter.core.errors import INTERNAL_ERROR, error_response, mq_error_from
 
@@ -55,3 +57,18 @@ class ApiGuardMiddleware:
             return error_response(err.status, err.code, err.message, err.details)
         logger.exception("unhandled error on %s", request.path)
         return error_response(500, *INTERNAL_ERROR)
+
+
+class ConsoleLocaleMiddleware(LocaleMiddleware):
+    """Django's LocaleMiddleware for the console; the API surface always runs in English.
+
+    API clients parse error messages and DRF's own messages are translated too, so an
+    Accept-Language header must not change them.
+    """
+
+    def process_request(self, request: HttpRequest) -> None:
+        if request.path.startswith(API_PREFIXES):
+            translation.activate(settings.LANGUAGE_CODE)
+            request.LANGUAGE_CODE = settings.LANGUAGE_CODE
+            return
+        super().process_request(request)

@@ -78,6 +78,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # After sessions, before CommonMiddleware (Django's documented place); the API stays English.
+    "mqcenter.middleware.ConsoleLocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -206,7 +208,14 @@ CONTENT_SECURITY_POLICY = {
 }
 
 # --- i18n, static ------------------------------------------------------------------------
-LANGUAGE_CODE = "en-us"
+# The console speaks English (the default) or Simplified Chinese, chosen by the browser's
+# Accept-Language or the header's switch (a cookie); the REST API always answers in English.
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+LANGUAGE_COOKIE_HTTPONLY = True
+LANGUAGE_COOKIE_SAMESITE = "Lax"
+LANGUAGE_COOKIE_SECURE = env_bool("MQ_TLS", False)
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

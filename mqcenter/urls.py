@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
+from django.views.i18n import set_language
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from messages import api as messages_api
@@ -60,5 +61,7 @@ urlpatterns = [
     # The admin signs in through the console's login, with its throttle: it has no login of its own.
     path("admin/login/", RedirectView.as_view(url="/login/?next=/admin/", query_string=False)),
     path("admin/", admin.site.urls),
+    # The console's language switch (a POST with CSRF; `next` must be on this site).
+    path("i18n/setlang/", set_language, name="set_language"),
     path("", include("mqcenter.console_urls", namespace="console")),
 ]

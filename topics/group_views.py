@@ -18,6 +18,8 @@ from django.contrib import messages as flash
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
 from messages import selectors as message_selectors
@@ -94,9 +96,9 @@ def group_create(request: HttpRequest, name: str) -> HttpResponse:
     except (InvalidRequest, Conflict) as exc:
         return _form(request, "create_form", _with_error(context, values, exc), status=exc.status)
     if job is not None:
-        flash.success(request, f"Created group {group.name}; its replay runs as job {job}.")
+        flash.success(request, _("Created group %(group)s; its replay runs as job %(job)s.") % {"group": group.name, "job": job})
         return htmx_redirect(request, reverse("console:job", args=[job]))
-    flash.success(request, f"Created group {group.name} of topic {topic.name}.")
+    flash.success(request, _("Created group %(group)s of topic %(topic)s.") % {"group": group.name, "topic": topic.name})
     return htmx_redirect(request, context["next"])
 
 
@@ -112,7 +114,9 @@ def group_pause(request: HttpRequest, name: str, group: str) -> HttpResponse:
         principal=principal, topic=topic, name=group, changes={"paused": paused}
     )
     flash.success(
-        request, f"{'Paused' if paused else 'Resumed'} group {group} of topic {topic.name}."
+        request,
+        (_("Paused group %(group)s of topic %(topic)s.") if paused else _("Resumed group %(group)s of topic %(topic)s."))
+        % {"group": group, "topic": topic.name},
     )
     return htmx_redirect(request, target)
 
@@ -151,7 +155,7 @@ def group_limits(request: HttpRequest, name: str, group: str) -> HttpResponse:
             )
     except InvalidRequest as exc:
         return _form(request, "limits_form", _with_error(context, values, exc), status=exc.status)
-    flash.success(request, f"Saved the limits of group {row.name}.")
+    flash.success(request, _("Saved the limits of group %(group)s.") % {"group": row.name})
     return htmx_redirect(request, context["next"])
 
 
@@ -167,20 +171,22 @@ def group_replay(request: HttpRequest, name: str, group: str) -> HttpResponse:
     try:
         moment = moment_from_form(values["since"], "since")
         if moment is None:
-            raise InvalidRequest("Give the time to replay from.", details={"field": "since"})
+            raise InvalidRequest(_("Give the time to replay from."), details={"field": "since"})
         since = subscriptions.start_parse(moment.isoformat(), field="since")
         if isinstance(since, str):
-            raise InvalidRequest("since must be a date and time.", details={"field": "since"})
+            raise InvalidRequest(_("since must be a date and time."), details={"field": "since"})
         job = subscriptions.group_replay(
             principal=principal, topic=topic, name=row.name, since=since
         )
     except InvalidRequest as exc:
         return _form(request, "replay_form", _with_error(context, values, exc), status=exc.status)
     if job is not None:
-        flash.success(request, f"The replay into group {row.name} runs as job {job}.")
+        flash.success(request, _("The replay into group %(group)s runs as job %(job)s.") % {"group": row.name, "job": job})
         return htmx_redirect(request, reverse("console:job", args=[job]))
     flash.success(
-        request, f"Replayed {topic.name} since {since:%Y-%m-%d %H:%M:%S} UTC into group {row.name}."
+        request,
+        _("Replayed %(topic)s since %(since)s UTC into group %(group)s.")
+        % {"topic": topic.name, "since": f"{since:%Y-%m-%d %H:%M:%S}", "group": row.name},
     )
     return htmx_redirect(request, context["next"])
 
@@ -197,8 +203,12 @@ def group_delete(request: HttpRequest, name: str, group: str) -> HttpResponse:
     removed = subscriptions.group_delete(principal=principal, topic=topic, name=row.name)
     flash.success(
         request,
-        f"Deleted group {row.name} of topic {topic.name}; {removed} waiting message"
-        f"{'' if removed == 1 else 's'} removed.",
+        ngettext(
+            "Deleted group %(group)s of topic %(topic)s; %(n)s waiting message removed.",
+            "Deleted group %(group)s of topic %(topic)s; %(n)s waiting messages removed.",
+            removed,
+        )
+        % {"group": row.name, "topic": topic.name, "n": removed},
     )
     # Not `next`: that may be the page of the group just deleted.
     return htmx_redirect(request, reverse("console:topic", args=[topic.name]))
@@ -255,7 +265,7 @@ def _start(values: dict[str, str]) -> Any:
         return subscriptions.start_parse(values["start"] or "latest")
     moment = moment_from_form(values["start_time"], "start_time")
     if moment is None:
-        raise InvalidRequest("Give the time to start from.", details={"field": "start_time"})
+        raise InvalidRequest(_("Give the time to start from."), details={"field": "start_time"})
     return subscriptions.start_parse(moment.isoformat(), field="start_time")
 
 

@@ -13,6 +13,7 @@ from django.contrib import messages as flash
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 from rest_framework import serializers as drf_serializers
 
@@ -191,7 +192,7 @@ def topic_create(request: HttpRequest) -> HttpResponse:
             clean = _validated(TopicSerializer, data)
             biz = _biz_named(principal, biz_name)
             if biz is None and principal.biz_ids is not None:
-                raise InvalidRequest("Choose the business line that owns the topic.", details={"field": "biz"})
+                raise InvalidRequest(_("Choose the business line that owns the topic."), details={"field": "biz"})
             name, groups = clean.pop("topic"), clean.pop("groups", None)
             topic = services.topic_create(actor=principal.name, name=name, biz=biz, settings=clean, groups=groups)
         except MQError as exc:
@@ -211,7 +212,7 @@ def topic_detail(request: HttpRequest, name: str) -> HttpResponse:
     may_edit = admin is not None and admin.may_biz(topic.biz_id)
     if request.method == "POST":
         if admin is None or not may_edit:
-            raise Forbidden("Only an admin of this business line changes topic settings.")
+            raise Forbidden(_("Only an admin of this business line changes topic settings."))
         try:
             clean = _validated(TopicUpdateSerializer, topic_form_data(request.POST), partial=True)
             biz = _biz_named(admin, request.POST.get("biz", "").strip() or None)
@@ -220,7 +221,7 @@ def topic_detail(request: HttpRequest, name: str) -> HttpResponse:
         except (InvalidRequest, Forbidden) as exc:
             context = _topic_page_context(admin, topic, may_edit, exc, request.POST)
             return render_page(request, "topics/form.html", context, status=400)
-        flash.success(request, f"Saved topic {topic.name}.")
+        flash.success(request, _("Saved topic %(name)s.") % {"name": topic.name})
         return htmx_redirect(request, reverse("console:topic", args=[topic.name]))
     return render_page(request, "topics/form.html", _topic_page_context(request.console.principal, topic, may_edit))
 
@@ -242,7 +243,7 @@ def topic_pause(request: HttpRequest, name: str) -> HttpResponse:
     paused = request.POST.get("paused") == "1"
     target = next_path(request, reverse("console:topics"))  # before anything changes
     services.topic_update(actor=principal.name, topic=topic, settings={"paused": paused})
-    flash.success(request, f"{'Paused' if paused else 'Resumed'} topic {topic.name}.")
+    flash.success(request, (_("Paused topic %(name)s.") if paused else _("Resumed topic %(name)s.")) % {"name": topic.name})
     return htmx_redirect(request, target)
 
 
@@ -293,14 +294,14 @@ def biz_list(request: HttpRequest) -> HttpResponse:
     typed = {k: request.POST.get(k, "").strip() for k in ("name", "title", "description")}
     if request.method == "POST":
         if principal.biz_ids is not None:
-            raise Forbidden("Only an unrestricted admin creates business lines.")
+            raise Forbidden(_("Only an unrestricted admin creates business lines."))
         try:
             data = _validated(BizSerializer, typed)
             biz = services.biz_create(actor=principal.name, **data)
         except MQError as exc:
             errors = form_errors(exc, typed)
         else:
-            flash.success(request, f"Created business line {biz.name}.")
+            flash.success(request, _("Created business line %(name)s.") % {"name": biz.name})
             return htmx_redirect(request, reverse("console:biz_list"))
     totals: dict[int | None, dict[str, int]] = {}
     topic_biz = dict(Topic.objects.values_list("name", "biz_id"))
@@ -322,16 +323,16 @@ def biz_detail(request: HttpRequest, biz_id: int) -> HttpResponse:
     principal = request.console.principal
     biz = get_object_or_404(Biz, id=biz_id)
     if not principal.may_biz(biz.id):
-        raise NotFound("No such business line.")
+        raise NotFound(_("No such business line."))
     if request.method == "POST":
         if request.POST.get("delete") == "1":
             services.biz_delete(actor=principal.name, biz=biz)
-            flash.success(request, f"Deleted business line {biz.name}.")
+            flash.success(request, _("Deleted business line %(name)s.") % {"name": biz.name})
             return htmx_redirect(request, reverse("console:biz_list"))
         data = _validated(BizSerializer, {"name": biz.name, **{k: request.POST.get(k, "").strip() for k in ("title", "description")}})
         data.pop("name")
         services.biz_update(actor=principal.name, biz=biz, changes=data)
-        flash.success(request, f"Saved business line {biz.name}.")
+        flash.success(request, _("Saved business line %(name)s.") % {"name": biz.name})
         return htmx_redirect(request, reverse("console:biz", args=[biz.id]))
     return render_page(request, "topics/biz_detail.html", {"biz": biz_out(biz), "topics": biz.topics.all()})
 
@@ -379,7 +380,7 @@ def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     principal = request.console.principal
     token = ApiToken.objects.filter(id=token_id).first()
     if token is None or not principal.may_biz(token.biz_id) or (token.biz_id is None and principal.biz_ids is not None):
-        raise NotFound("No such token.")
+        raise NotFound(_("No such token."))
     services.token_revoke(actor=principal.name, token=token)
-    flash.success(request, f"Revoked token {token.name or token.prefix}.")
+    flash.success(request, _("Revoked token %(name)s.") % {"name": token.name or token.prefix})
     return htmx_redirect(request, reverse("console:tokens"))

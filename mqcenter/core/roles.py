@@ -26,6 +26,7 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.http import urlencode
+from django.utils.translation import gettext as _
 
 from mqcenter.core.audit import audit_record
 from mqcenter.core.auth import Principal
@@ -106,9 +107,9 @@ def console_view(role: str, *, global_admin: bool = False) -> Callable[[Callable
                 need = ConsoleRole.VIEWER if role == LOGIN_ONLY else role
                 access = console_access(user, need)
                 if access is None and role != LOGIN_ONLY:
-                    return error_page(request, 403, "You do not have the role for this page or action.")
+                    return error_page(request, 403, _("You do not have the role for this page or action."))
                 if role != LOGIN_ONLY and global_admin and not (access and access.global_admin):
-                    return error_page(request, 403, "Only an unrestricted admin may do this.")
+                    return error_page(request, 403, _("Only an unrestricted admin may do this."))
                 request.console = access  # type: ignore[attr-defined]
             try:
                 return view(request, *args, **kwargs)

@@ -10,28 +10,37 @@
 
   function width(box) { return Math.max(320, box.clientWidth - 8); }
 
-  function counters(box, data) {
-    var series = [{}].concat(COUNTERS.map(function (c) {
-      return { label: c[0], stroke: c[1], width: 1.5, value: function (u, v) { return v == null ? "—" : v; } };
+  // Labels in the page's language: _chart.html renders them as data-t-* attributes of the
+  // chart's root (English when absent); "{n}", "{per}" and "{status}" are filled in here.
+  function text(root, key, fallback) {
+    var value = root.getAttribute("data-t-" + key);
+    return value === null ? fallback : value;
+  }
+
+  function counters(root, box, data) {
+    var series = [{ label: text(root, "time", "Time") }].concat(COUNTERS.map(function (c) {
+      return { label: text(root, c[0], c[0]), stroke: c[1], width: 1.5, value: function (u, v) { return v == null ? "—" : v; } };
     }));
     var rows = [data.t].concat(COUNTERS.map(function (c) { return data[c[0]]; }));
-    var per = data.bucket_seconds >= 3600 ? "per " + (data.bucket_seconds / 3600) + " h" :
-      "per " + (data.bucket_seconds / 60) + " min";
+    var per = data.bucket_seconds >= 3600 ?
+      text(root, "per-hours", "per {n} h").replace("{n}", String(data.bucket_seconds / 3600)) :
+      text(root, "per-minutes", "per {n} min").replace("{n}", String(data.bucket_seconds / 60));
     return new uPlot({
-      title: "Messages " + per, width: width(box), height: 220, series: series,
-      axes: [{}, { label: "messages " + per }],
+      title: text(root, "counters-title", "Messages {per}").replace("{per}", per), width: width(box), height: 220, series: series,
+      axes: [{}, { label: text(root, "counters-axis", "messages {per}").replace("{per}", per) }],
     }, rows, box);
   }
 
-  function backlog(box, data) {
-    var series = [{}].concat(BACKLOG.map(function (c) {
-      return { label: c[0], stroke: c[1], width: 1.5, scale: c[2], spanGaps: true };
+  function backlog(root, box, data) {
+    var series = [{ label: text(root, "time", "Time") }].concat(BACKLOG.map(function (c) {
+      return { label: text(root, c[0], c[0]), stroke: c[1], width: 1.5, scale: c[2], spanGaps: true };
     }));
     var rows = [data.t].concat(BACKLOG.map(function (c) { return data[c[0]]; }));
     return new uPlot({
-      title: "Backlog and oldest waiting age", width: width(box), height: 180, series: series,
+      title: text(root, "backlog-title", "Backlog and oldest waiting age"), width: width(box), height: 180, series: series,
       scales: { y: {}, age: {} },
-      axes: [{}, { scale: "y", label: "messages" }, { scale: "age", side: 1, label: "seconds", grid: { show: false } }],
+      axes: [{}, { scale: "y", label: text(root, "messages", "messages") },
+        { scale: "age", side: 1, label: text(root, "seconds", "seconds"), grid: { show: false } }],
     }, rows, box);
   }
 
@@ -46,12 +55,15 @@
         var a = document.createElement("div"), b = document.createElement("div");
         a.className = "chart-counters"; b.className = "chart-backlog";
         plots.appendChild(a); plots.appendChild(b);
-        counters(a, data); backlog(b, data);
+        counters(root, a, data); backlog(root, b, data);
         root.setAttribute("data-chart-drawn", range);
         root.setAttribute("data-chart-points", String(data.t.length));
         root.setAttribute("data-chart-produced", String(data.produced.reduce(function (s, v) { return s + v; }, 0)));
       })
-      .catch(function (status) { root.querySelector(".chart-plots").textContent = "Chart data unavailable (" + status + ")."; });
+      .catch(function (status) {
+        root.querySelector(".chart-plots").textContent =
+          text(root, "unavailable", "Chart data unavailable ({status}).").replace("{status}", String(status));
+      });
   }
 
   function setup(root) {
