@@ -3,13 +3,14 @@
 `make_traffic` drives a `runbroker` process with the SDK (a producer, and a consumer run by
 `python -m mqclient run` in its own process) and with plain HTTP calls as a second consumer:
 successes, failures with distinct reasons, retries, dead letters, expired leases (timeouts
-and retried), released pulls, delayed and waiting messages, messages still running. It
+and retried), released pulls, delayed and waiting messages, messages still running,
+cancelled messages, and transactions committed in and after the window or left open. It
 returns the report window [since, until); traffic goes on after `until` (an ack, produces),
 so a report must rebuild the heap as of `until`.
 
 `cleanup` runs the real cleanup job (archive, Parquet export, purge) against the broker's
-database, "a day later" (its `now` moved on, so a topic with one day of retention archives
-what just finished).
+database, days later (its `now` moved on, so a topic with that many days of retention
+archives what just finished).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ HTTP_CONSUMER = "ops-http@host-b"
 TOPICS = [
     {
         "topic": "orders",
+        "retention_days": 7,
         "retry_count": 2,
         "retry_strategy": "fixed",
         "retry_interval_seconds": 0,
@@ -40,12 +42,14 @@ TOPICS = [
     },
     {
         "topic": "mail",
+        "retention_days": 1,
         "retry_count": 0,
         "timeout_seconds": 30,
         "groups": [{"group": "default"}, {"group": "urgent"}],
     },
     {
         "topic": "audit",
+        "retention_days": 30,
         "retry_count": 1,
         "retry_strategy": "fixed",
         "retry_interval_seconds": 3600,
@@ -87,6 +91,15 @@ class Traffic:
         return [
             m["id"] for m in self.call("/api/v1/messages", {"messages": items}, 201)["messages"]
         ]
+
+    def prepare(self, topic: str, group: str, count: int) -> str:
+        """Half messages of a transaction the broker would check back on in an hour."""
+        items = [{"topic": topic, "group": group, "data": {"n": n}} for n in range(count)]
+        body = {
+            "messages": items,
+            "transaction": {"check_url": "http://127.0.0.1:9/check", "check_after_seconds": 3600},
+        }
+        return str(self.call("/api/v1/messages", body, 201)["transaction_id"])
 
     def pull(self, topic: str, group: str, count: int) -> list[int]:
         answer = self.call(
@@ -235,12 +248,17 @@ def _make(t: Traffic) -> dict[str, Any]:
     assert t.ack(urgent[2:4], "FAIL", "") == ["failed"] * 2
     assert t.ack(urgent[4:]) == ["success"] * 2
 
-    # audit: 3 held running, 2 nacked into an hour's retry delay, 6 waiting, 4 delayed.
+    # audit: 3 held running, 2 nacked into an hour's retry delay, 6 waiting (2 more cancelled),
+    # 4 delayed, and 2 committed from a transaction: 8 waiting at `until`.
     held = t.produce("audit", "default", 5)
     assert sorted(t.pull("audit", "default", 5)) == sorted(held)
     assert t.ack(held[3:], "FAIL", "  schema mismatch  ") == ["retry_scheduled"] * 2
-    t.produce("audit", "default", 6)
+    waiting = t.produce("audit", "default", 8)
+    assert t.call("/api/v1/messages/cancel", {"ids": waiting[:2]}) == {"count": 2}
     t.produce("audit", "default", 4, delay_seconds=3600)
+    # Transactions: one committed in the window, one after it, one left open (PREPARED).
+    committed, later, _open = (t.prepare("audit", "default", n) for n in (2, 2, 1))
+    t.call(f"/api/v1/transactions/{committed}/commit", {})
 
     # The SDK consumer works through orders/default and mail/default.
     sdk = t.start_sdk_consumer()
@@ -270,6 +288,7 @@ def _make(t: Traffic) -> dict[str, Any]:
 
     # After the window: a held message finishes, more is produced.
     assert t.ack(held[:1]) == ["success"]
+    t.call(f"/api/v1/transactions/{later}/commit", {})
     t.produce("audit", "default", 3)
     t.produce("orders", "billing", 2)
     return {
@@ -281,15 +300,16 @@ def _make(t: Traffic) -> dict[str, Any]:
     }
 
 
-def cleanup(server: BrokerServer, archive_dir: Path, **env: str) -> dict[str, Any]:
+def cleanup(server: BrokerServer, archive_dir: Path, days: int, **env: str) -> dict[str, Any]:
     """The cleanup job (archive, export, purge, prune) in its own process on the broker's
-    database, a day and a minute from now."""
+    database, `days` and a minute from now. Run it with the broker stopped: its prune would
+    take the registry rows of a live broker, days from its last heartbeat."""
     code = (
         "import json, django; django.setup()\n"
         "from datetime import timedelta\n"
         "from django.utils import timezone\n"
         "from messages.services.archive import maintenance_cleanup\n"
-        "print(json.dumps(maintenance_cleanup(now=timezone.now() + timedelta(days=1, minutes=1))))\n"
+        f"print(json.dumps(maintenance_cleanup(now=timezone.now() + timedelta(days={days}, minutes=1))))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code],
@@ -302,9 +322,3 @@ def cleanup(server: BrokerServer, archive_dir: Path, **env: str) -> dict[str, An
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def set_retention(server: BrokerServer, url: str, topic: str, days: int) -> None:
-    with server.client(url) as http:
-        response = http.patch(f"/api/v1/topics/{topic}", json={"retention_days": days})
-        assert response.status_code == 200, response.text

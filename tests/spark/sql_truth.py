@@ -35,6 +35,10 @@ REASON = (
     "ELSE LEFT(TRIM(SUBSTRING_INDEX(t.log, '\\n', 1)), 200) END"
 )
 PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+STATUSES = ("SUCCESS", "FAIL", "TIMEOUT", "EXPIRED", "CANCELLED", "NEW", "RUNNING", "PREPARED")
+# Messages produced as half of a transaction: still PREPARED, or committed later.
+BORN_PREPARED = f"""(SELECT id AS message_id FROM {MESSAGES} p WHERE status = 'PREPARED'
+  UNION SELECT message_id FROM mq_message_trace WHERE event = 'committed')"""
 
 
 def rows(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
@@ -64,20 +68,16 @@ def trace_truth(since: datetime, until: datetime, rows: Query = rows) -> dict[st
     window = "m.add_time >= %s AND m.add_time < %s"
     p = [since, until]
     groups: dict[tuple[str, str], dict[str, Any]] = {}
-    for topic, group, n, success, fail, timeout, new, running, avg, top, retried in rows(
+    counted = ", ".join(f"SUM(status = '{s}')" for s in STATUSES)
+    for topic, group, n, *by_status, avg, top, retried in rows(
         f"""
-        SELECT topic, group_name, COUNT(*), SUM(status = 'SUCCESS'), SUM(status = 'FAIL'), SUM(status = 'TIMEOUT'),
-               SUM(status = 'NEW'), SUM(status = 'RUNNING'), AVG(attempt), MAX(attempt), SUM(attempt > 1)
+        SELECT topic, group_name, COUNT(*), {counted}, AVG(attempt), MAX(attempt), SUM(attempt > 1)
         FROM {MESSAGES} m WHERE {window} GROUP BY topic, group_name""",
         p,
     ):
         groups[(topic, group)] = {
             "messages": n,
-            "success": int(success),
-            "fail": int(fail),
-            "timeout": int(timeout),
-            "new": int(new),
-            "running": int(running),
+            **{s.lower(): int(k) for s, k in zip(STATUSES, by_status, strict=True)},
             "attempts_avg": float(avg),
             "attempts_max": top,
             "retried": int(retried),
@@ -174,24 +174,24 @@ def trace_truth(since: datetime, until: datetime, rows: Query = rows) -> dict[st
 def heap_flow_truth(
     since: datetime, until: datetime, rows: Query = rows
 ) -> dict[tuple[str, str, datetime], list[int]]:
-    """Inflow (produced, or redriven after finishing) and outflow (finished) per topic,
-    group and hour of [since, until)."""
+    """Inflow and outflow per topic, group and hour of [since, until): in when produced
+    (unless PREPARED) or when an event leaves it NEW/RUNNING after a status that was not;
+    out when an event leaves it in any other status after NEW/RUNNING."""
     hour = "TIMESTAMP(DATE_FORMAT({0}, '%%Y-%%m-%%d %%H:00:00'))"
     flow: dict[tuple[str, str, datetime], list[int]] = {}
     produced = f"""SELECT topic, group_name, {hour.format("add_time")}, COUNT(*) FROM {MESSAGES} m
-        WHERE add_time >= %s AND add_time < %s GROUP BY 1, 2, 3"""
-    redriven = f"""SELECT m.topic, m.group_name, {hour.format("e.at")}, COUNT(*) FROM (
-          SELECT message_id, event, at, LAG(status_after) OVER (PARTITION BY message_id ORDER BY at, id) AS before_
-          FROM mq_message_trace) e JOIN {MESSAGES} m ON m.id = e.message_id
-        WHERE e.event = 'redriven' AND e.before_ IN ('SUCCESS', 'FAIL', 'TIMEOUT') AND e.at >= %s AND e.at < %s
-        GROUP BY 1, 2, 3"""
-    finished = f"""SELECT m.topic, m.group_name, {hour.format("t.at")}, COUNT(*) FROM mq_message_trace t
-        JOIN {MESSAGES} m ON m.id = t.message_id
-        WHERE (t.event IN ('acked', 'dead') OR (t.event = 'lease_expired' AND t.status_after = 'TIMEOUT'))
-          AND t.at >= %s AND t.at < %s GROUP BY 1, 2, 3"""
-    for sql, side in ((produced, 0), (redriven, 0), (finished, 1)):
-        for topic, group, at, n in rows(sql, [since, until]):
-            flow.setdefault((topic, group, at), [0, 0])[side] += n
+        WHERE add_time >= %s AND add_time < %s AND id NOT IN {BORN_PREPARED} GROUP BY 1, 2, 3"""
+    changes = f"""SELECT m.topic, m.group_name, {hour.format("e.at")}, e.status_after IN ('NEW', 'RUNNING'), COUNT(*)
+        FROM (SELECT t.message_id, t.at, t.status_after, COALESCE(LAG(t.status_after) OVER (
+                PARTITION BY t.message_id ORDER BY t.at, t.id), IF(b.message_id IS NULL, 'NEW', 'PREPARED')) AS before_
+              FROM mq_message_trace t LEFT JOIN {BORN_PREPARED} b ON b.message_id = t.message_id) e
+        JOIN {MESSAGES} m ON m.id = e.message_id
+        WHERE (e.status_after IN ('NEW', 'RUNNING')) <> (e.before_ IN ('NEW', 'RUNNING'))
+          AND e.at >= %s AND e.at < %s GROUP BY 1, 2, 3, 4"""
+    for topic, group, at, n in rows(produced, [since, until]):
+        flow.setdefault((topic, group, at), [0, 0])[0] += n
+    for topic, group, at, entered, n in rows(changes, [since, until]):
+        flow.setdefault((topic, group, at), [0, 0])[0 if entered else 1] += n
     return flow
 
 
@@ -209,8 +209,9 @@ def heap_state_truth(until: datetime, rows: Query = rows) -> dict[tuple[str, str
       UNION ALL SELECT m.id, NULL, 'pulled', m.pulled_at, 'RUNNING', '' FROM {MESSAGES} m WHERE m.pulled_at IS NOT NULL)"""
     sql = f"""
       SELECT m.topic, m.group_name,
-        CASE WHEN later.message_id IS NULL THEN m.status WHEN l.status_after IS NULL THEN 'NEW'
-             ELSE l.status_after END AS state,
+        CASE WHEN later.message_id IS NULL THEN m.status
+             WHEN l.status_after IS NULL AND m.id IN {BORN_PREPARED} THEN 'PREPARED'
+             WHEN l.status_after IS NULL THEN 'NEW' ELSE l.status_after END AS state,
         CASE WHEN later.message_id IS NULL THEN m.effect_time
              WHEN l.event IN ('retry_scheduled', 'lease_expired') THEN COALESCE({parsed}, l.at)
              WHEN l.event IN ('released', 'redriven') THEN l.at

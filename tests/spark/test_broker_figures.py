@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.spark import sql_truth
-from tests.spark.broker_traffic import cleanup, make_traffic, set_retention
+from tests.spark.broker_traffic import cleanup, make_traffic
 from tests.support.server import BrokerServer
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -37,16 +37,22 @@ def broker(tmp_path_factory: Any) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("broker-figures")
     archive = tmp / "archive"
     server = BrokerServer(
-        "reports", extra_env={"MQ_LEASE_GRACE_SECONDS": "0", "MQ_LEASE_RECOVERY_SECONDS": "0.2"}
+        "reports",
+        extra_env={
+            "MQ_LEASE_GRACE_SECONDS": "0",
+            "MQ_LEASE_RECOVERY_SECONDS": "0.2",
+            "MQ_TRANSACTION_CHECK_HOSTS": "127.0.0.1",
+        },
     )
     try:
         server.setup()
         url = server.start()
         traffic = make_traffic(server, url, tmp)
-        set_retention(server, url, "mail", 1)
-        # mail is archived and exported, and stays in the archive table for now.
+        server.stop()
+        # Retention: mail 1 day, orders 7, audit 30. A day on, mail is archived and exported
+        # (and kept in the archive table: the archive keeps 30 days).
         first = cleanup(
-            server, archive, MQ_ARCHIVE_EXPORT_SETTLE_SECONDS="0", MQ_ARCHIVE_RETENTION_DAYS="30"
+            server, archive, 1, MQ_ARCHIVE_EXPORT_SETTLE_SECONDS="0", MQ_ARCHIVE_RETENTION_DAYS="30"
         )
 
         def query(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
@@ -58,13 +64,16 @@ def broker(tmp_path_factory: Any) -> Iterator[dict[str, Any]]:
             "flow": sql_truth.heap_flow_truth(since, until, query),
             "state": sql_truth.heap_state_truth(until, query),
         }
-        # orders is archived (not exported: the export waits an hour); mail, exported, is
-        # purged from the database: only Parquet holds it.
-        set_retention(server, url, "orders", 1)
+        # Eight days on, orders is archived (not exported: the export waits an hour), and
+        # mail, exported, is purged from the database (the archive keeps a day): only
+        # Parquet holds it.
         second = cleanup(
-            server, archive, MQ_ARCHIVE_EXPORT_SETTLE_SECONDS="3600", MQ_ARCHIVE_RETENTION_DAYS="1"
+            server,
+            archive,
+            8,
+            MQ_ARCHIVE_EXPORT_SETTLE_SECONDS="3600",
+            MQ_ARCHIVE_RETENTION_DAYS="1",
         )
-        server.stop()
         yield {
             "server": server,
             "archive": archive,
@@ -133,7 +142,13 @@ def test_the_traffic_has_every_case_and_all_three_sources(broker: dict[str, Any]
         {c for (t, g, c) in trace["consumers"] if (t, g) == ("orders", "default")}
     ) == 2
     state = broker["truth"]["state"][("audit", "default")]
-    assert state["backlog"] == 6 and state["delayed"] == 6 and state["running"] == 3
+    assert (state["backlog"], state["delayed"], state["running"]) == (8, 6, 3)
+    audit = groups[("audit", "default")]
+    assert (audit["cancelled"], audit["prepared"], audit["new"]) == (2, 1, 16)
+    assert (
+        broker["truth"]["flow"]
+        and sum(v[1] for (t, _g, _h), v in broker["truth"]["flow"].items() if t == "audit") == 2
+    )  # the cancels
 
 
 def test_the_trace_report_matches_sql(reports: dict[str, Any], broker: dict[str, Any]) -> None:
@@ -204,7 +219,7 @@ def test_the_heap_report_matches_sql(reports: dict[str, Any], broker: dict[str, 
                 else got[key][name] == value
             ), (key, name, got[key][name], value)
     alarms = [(a["topic"], a["group"], a["backlog"], a["threshold"]) for a in report["alarms"]]
-    assert alarms == [("audit", "default", 6, 5)]
+    assert alarms == [("audit", "default", 8, 5)]
 
 
 def test_the_heap_is_as_of_until_though_the_traffic_went_on(
@@ -217,4 +232,5 @@ def test_the_heap_is_as_of_until_though_the_traffic_went_on(
     )
     assert status == "SUCCESS" and update_time >= broker["until"]  # acked after the window
     audit = {(g["topic"], g["group"]): g for g in reports["heap"]["groups"]}[("audit", "default")]
-    assert (audit["backlog"], audit["delayed"], audit["running"]) == (6, 6, 3)
+    # produced in the window, PREPARED until a commit after it: not waiting at `until`
+    assert (audit["backlog"], audit["delayed"], audit["running"]) == (8, 6, 3)
