@@ -72,6 +72,17 @@ def test_the_latency_chart_is_on_a_log_scale_with_each_groups_bars_centred_on_it
     assert all(axes.get_xlabel() for axes in trace_figure(TRACE).axes)
 
 
+def test_the_outcomes_chart_shows_cancelled_and_expired_messages_only_when_there_are_some() -> None:
+    plain = trace_figure(TRACE).axes[0].get_legend_handles_labels()[1]
+    assert plain == ["success", "fail", "timeout", "new", "running"]
+    cancels = {**TRACE, "groups": [group("orders", "default", cancelled=3, expired=1), group("mail", "default")]}
+    outcomes = trace_figure(cancels).axes[0]
+    assert outcomes.get_legend_handles_labels()[1] == ["success", "fail", "timeout", "expired", "cancelled",
+                                                        "new", "running"]
+    ends = {round(bar.get_y()): bar.get_x() + bar.get_width() for bar in outcomes.patches}
+    assert ends[0] == 10 + 3 + 1  # the stacked bar holds the cancelled and expired messages too
+
+
 def test_the_flow_is_drawn_per_topic_with_dated_hours_across_midnight() -> None:
     figure = heap_figure(HEAP)
     titles = [axes.get_title() for axes in figure.axes]
