@@ -4,7 +4,7 @@ backlog, longpoll, console, serving, soak or report; several run in the order gi
 
 Options: `--scale toy|small|full` (default small), `--repeats N`, `--soak-seconds S`,
 `--soak-rate R`, `--serving NAME` (which SERVINGS entry serves the broker; default uvicorn2),
-`--results DIR`. Results accumulate in DIR/results.json; every command rewrites the
+`--results DIR`, `--database mariadb|postgres`. Results accumulate in DIR/results.json; every command rewrites the
 Markdown table and the charts from it.
 """
 
@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+POSTGRES_FIGURES = {"dblimit", "produce", "e2e", "report"}
 FIGURES = ["baselines", "produce", "fanout", "e2e", "latency", "backlog", "longpoll", "console", "serving", "soak"]
 
 
@@ -34,7 +35,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--serving", help="uvicorn1, uvicorn2, gunicorn-uvicorn2")
     parser.add_argument("--results", type=Path)
     parser.add_argument("--note", default="", help="free text stored with the run (e.g. 'machine shared')")
+    parser.add_argument("--database", default="mariadb", choices=["mariadb", "postgres"],
+                        help="the broker's database; postgres (MQ_BENCH_POSTGRES, default "
+                             "postgres://root@127.0.0.1:5432) runs dblimit, produce and e2e, stored as *_pg")
     args = parser.parse_args(argv)
+    if args.database == "postgres" and not set(args.figures) <= POSTGRES_FIGURES:
+        parser.error(f"with --database postgres, figures are {', '.join(sorted(POSTGRES_FIGURES))}")
+    os.environ["MQ_BENCH_DATABASE"] = args.database
     if args.results:
         os.environ["MQ_BENCH_RESULTS"] = str(args.results)
     if args.serving:

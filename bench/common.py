@@ -24,6 +24,14 @@ RESULTS_DIR = Path(os.environ.get("MQ_BENCH_RESULTS", ROOT / "bench" / "results"
 REDIS_DB = int(os.environ.get("MQ_BENCH_REDIS_DB", "7"))
 REDIS_URL = f"redis://127.0.0.1:6379/{REDIS_DB}"
 MYSQL = {"host": "127.0.0.1", "user": "root", "port": 3306}
+# The database under test: MariaDB, or PostgreSQL (`python -m bench --database postgres`),
+# whose figures are stored under the same names with DB_SUFFIX and judged against its own
+# limit (`dblimit` run on PostgreSQL).
+DATABASE = os.environ.get("MQ_BENCH_DATABASE", "mariadb")
+POSTGRES_URL = os.environ.get("MQ_BENCH_POSTGRES", "postgres://root@127.0.0.1:5432")
+POSTGRES = DATABASE == "postgres"
+DB_SUFFIX = "_pg" if POSTGRES else ""
+DB_PROCESS = "postgres" if POSTGRES else "mariadbd"
 PYTHON = sys.executable
 PAYLOAD = "x" * 180  # with the JSON wrapper a message's data is ~200 bytes
 
@@ -134,8 +142,8 @@ class Results:
 
     def put(self, figure: str, value: dict[str, Any]) -> None:
         value = {**value, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                 "load_avg_1m": round(machine_load(), 2)}
-        self.data.setdefault("figures", {})[figure] = value
+                 "load_avg_1m": round(machine_load(), 2), "database": DATABASE}
+        self.data.setdefault("figures", {})[figure + DB_SUFFIX] = value
         self.save()
 
     def save(self) -> None:
@@ -178,7 +186,8 @@ class BenchBroker(BrokerServer):
     """A BrokerServer whose processes can be served by any of SERVINGS."""
 
     def __init__(self, name: str = "bench", *, serving: str = DEFAULT_SERVING, **extra_env: str) -> None:
-        super().__init__(name, per_run=False, extra_env={"REDIS_URL": REDIS_URL, "MQ_LOG_LEVEL": "WARNING",
+        database_url = f"{POSTGRES_URL}/mq_e2e_{name}" if POSTGRES else None
+        super().__init__(name, per_run=False, database_url=database_url, extra_env={"REDIS_URL": REDIS_URL, "MQ_LOG_LEVEL": "WARNING",
                                                          "DJANGO_SECRET_KEY": os.environ.get("DJANGO_SECRET_KEY", "bench-only-" + "k" * 40),
                                                          "MQ_TOKEN_RATE": "100000000/min", **extra_env})
         self.serving = SERVINGS[serving]
@@ -225,6 +234,24 @@ class BenchBroker(BrokerServer):
                 continue
         return total / 2**20
 
+    def setup(self) -> BenchBroker:
+        if POSTGRES:
+            postgres_recreate(self.database)
+        super().setup()
+        return self
+
+    def teardown(self) -> None:
+        super().teardown()
+        if POSTGRES:
+            postgres_drop(self.database)
+
+    def sql(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
+        if not POSTGRES:
+            return super().sql(query, *params)
+        with db_connect(self.database) as conn, conn.cursor() as cur:
+            cur.execute(query, params)
+            return list(cur.fetchall()) if cur.description else []
+
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
 
@@ -239,6 +266,34 @@ def mysql_connect(database: str | None = None, **kwargs: Any) -> Any:
 
     conn = MySQLdb.connect(**MYSQL, **({"db": database} if database else {}), **kwargs)
     return conn
+
+
+def db_connect(database: str, **kwargs: Any) -> Any:
+    """A DB-API connection (not autocommitting) to `database` on the database under test."""
+    if POSTGRES:
+        import psycopg
+
+        conn = psycopg.connect(f"{POSTGRES_URL}/{database}")
+        conn.execute("SET TIME ZONE 'UTC'")  # naive datetimes are UTC, as in MariaDB
+        conn.commit()
+        return conn
+    return mysql_connect(database, charset="utf8mb4", **kwargs)
+
+
+def _postgres_admin(statement: str) -> None:
+    import psycopg
+
+    with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as conn:
+        conn.execute(statement)  # type: ignore[arg-type]  # names from the bench, not input
+
+
+def postgres_recreate(database: str) -> None:
+    _postgres_admin(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+    _postgres_admin(f'CREATE DATABASE "{database}"')
+
+
+def postgres_drop(database: str) -> None:
+    _postgres_admin(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
 
 
 def redis_client() -> Any:

@@ -1,4 +1,5 @@
-"""The database limit: MQ Center's work done with plain mysqlclient, no HTTP, no Django.
+"""The database limit: MQ Center's work done with the plain driver (mysqlclient, or psycopg
+with `--database postgres`), no HTTP, no Django.
 
 Same table (created by the project's migrations in a scratch database), same rows, same
 statements as the broker's hot paths, at READ COMMITTED:
@@ -23,7 +24,7 @@ from typing import Any
 
 import MySQLdb
 
-from bench.common import BrokerServer, mysql_connect, payload
+from bench.common import POSTGRES, BenchBroker, db_connect, payload
 
 TOPIC, GROUP = "bench", "default"
 BATCH = 100
@@ -35,8 +36,9 @@ INSERT_MESSAGE = (
     " last_log, add_time, update_time, producer) VALUES"
     " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
+RANK = '"rank"' if POSTGRES else "`rank`"  # a reserved word in MySQL 8 and MariaDB
 INSERT_TRACE = (
-    "INSERT INTO mq_message_trace (message_id, event, actor, at, attempt, `rank`, total,"
+    f"INSERT INTO mq_message_trace (message_id, event, actor, at, attempt, {RANK}, total,"
     " status_after, log) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
 # mysqlclient turns executemany into one multi-row INSERT only when VALUES holds nothing
@@ -55,15 +57,16 @@ def trace_values(message_id: int, event: str, actor: str, at: datetime, attempt:
 
 def scratch_database(name: str = "bench_limit") -> str:
     """A migrated, empty copy of the schema; returns its name."""
-    server = BrokerServer(name, per_run=False)  # fixed name: `figures.database_limit` drops it
+    server = BenchBroker(name)  # fixed name: `figures.database_limit` drops it
     server.setup()
     return server.database
 
 
 def _connect(database: str) -> Any:
-    conn = mysql_connect(database, charset="utf8mb4")
-    conn.cursor().execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
-    conn.autocommit(False)
+    conn = db_connect(database)
+    if not POSTGRES:  # PostgreSQL's default is READ COMMITTED
+        conn.cursor().execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        conn.autocommit(False)
     return conn
 
 
@@ -151,15 +154,23 @@ def _claim_worker(database: str, traces: bool, start_at: float, out: Any) -> Non
 # again, as the broker's own claims and acks do (`mqcenter.core.db.retry_on_lock_conflict`). Four
 # claimers at once meet one now and then.
 RETRYABLE = (1213, 1205)
+# PostgreSQL's: deadlock detected, lock not available, serialization failure.
+RETRYABLE_PG = ("40P01", "55P03", "40001")
+
+
+def _retryable(exc: Exception) -> bool:
+    if isinstance(exc, MySQLdb.OperationalError):
+        return exc.args[0] in RETRYABLE
+    return getattr(exc, "sqlstate", None) in RETRYABLE_PG
 
 
 def _retried(step: Any, conn: Any, *args: Any, **kwargs: Any) -> Any:
     for attempt in range(5):
         try:
             return step(conn, *args, utc_now(), **kwargs)
-        except MySQLdb.OperationalError as exc:
+        except Exception as exc:
             conn.rollback()
-            if exc.args[0] not in RETRYABLE or attempt == 4:
+            if not _retryable(exc) or attempt == 4:
                 raise
     raise AssertionError("unreachable")
 
@@ -184,7 +195,7 @@ def _run(target: Any, args_of: list[tuple[Any, ...]]) -> list[Any]:
 
 
 def _reset(database: str) -> None:
-    conn = mysql_connect(database)
+    conn = db_connect(database)
     cur = conn.cursor()
     cur.execute("TRUNCATE TABLE mq_message")
     cur.execute("TRUNCATE TABLE mq_message_trace")
@@ -219,6 +230,8 @@ def idle_round_trips(database: str, samples: int, gap: float = 0.02) -> dict[str
     (innodb_flush_log_at_trx_commit=1): the durability a produce's 201 promises."""
     import json
     import statistics
+
+    from bench.common import mysql_connect  # the latency figure runs on MariaDB only
 
     conn = mysql_connect(database, charset="utf8mb4")
     conn.autocommit(True)

@@ -19,12 +19,13 @@ from typing import Any
 import httpx
 
 from bench.common import (
+    DB_PROCESS,
     PYTHON,
     REDIS_URL,
     ROOT,
     BenchBroker,
     cpu_seconds,
-    mysql_connect,
+    db_connect,
     payload,
     pids_named,
     redis_client,
@@ -87,7 +88,7 @@ def produce_rate(broker: BenchBroker, topic: str, messages: int, threads: int = 
 def sql_fill(broker: BenchBroker, topic: str, messages: int, group: str = "default", status: str = "NEW") -> None:
     """Put `messages` rows (NEW unless told) in the broker's table directly (fast preload for
     consume figures; produce is measured on its own). The topic must exist (produce one first)."""
-    conn = mysql_connect(broker.database, charset="utf8mb4")
+    conn = db_connect(broker.database)
     cur = conn.cursor()
     now = datetime.now(UTC).replace(tzinfo=None)
     for start in range(0, messages, 2000):
@@ -237,7 +238,8 @@ def sdk_e2e_rate(broker: BenchBroker, topic: str, messages: int, processes: int 
         if cpu is None:
             return drain_rate(counter, messages)
         parts = {"broker": broker.pids(), "sdk consumers": [p.pid for p in consumers.procs],
-                 "mariadb": pids_named("mariadbd"), "redis": pids_named("redis-server")}
+                 ("postgresql" if DB_PROCESS == "postgres" else "mariadb"): pids_named(DB_PROCESS),
+                 "redis": pids_named("redis-server")}
         deadline = time.monotonic() + 120
         while (started_at := counter()) == 0 and time.monotonic() < deadline:
             time.sleep(0.005)

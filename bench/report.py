@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import RESULTS_DIR
+from bench.postgres import postgres_rows
 
 
 def _fmt(fig: dict[str, Any] | None, digits: int = 0) -> str:
@@ -65,6 +66,8 @@ def table(data: dict[str, Any]) -> str:
     if mq and mq.get("cpu_us_per_message"):
         split = "; ".join(f"{part} {_fmt(value)}" for part, value in mq["cpu_us_per_message"].items())
         rows.append(("  where the CPU goes, µs per message", split, "2 cores = 2,000,000 µs/s", "info", ""))
+
+    rows += postgres_rows(f, _fmt, _ratio, _verdict)
 
     lat, cel = f.get("mq_latency"), f.get("celery_latency")
     if lat:

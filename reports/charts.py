@@ -129,9 +129,12 @@ def trace_figure(result: dict[str, Any]) -> Any:
     figure = _figure(11, 4.4)
     outcomes, latency = figure.subplots(1, 2)
     left = [0] * len(groups)
-    colors = {"success": "#4f9a4f", "fail": "#c0504d", "timeout": "#e0a030", "new": "#7f9fbf", "running": "#9f7fbf"}
+    colors = {"success": "#4f9a4f", "fail": "#c0504d", "timeout": "#e0a030", "expired": "#8c564b",
+              "cancelled": "#b0b0b0", "new": "#7f9fbf", "running": "#9f7fbf", "prepared": "#d0c0e0"}
     for name, color in colors.items():
-        values = [r[name] for r in groups]
+        values = [r.get(name, 0) for r in groups]
+        if not any(values) and name in ("expired", "cancelled", "prepared"):
+            continue  # statuses most reports never see stay out of the legend
         outcomes.barh(range(len(groups)), values, left=left, color=color, label=name)
         left = [a + b for a, b in zip(left, values, strict=True)]
     outcomes.set_yticks(range(len(groups)))

@@ -3,13 +3,14 @@ report as tables and a chart. Thin doors over reports/services.py."""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from mqcenter.console import htmx_redirect, moment_from_form, render_page
 from mqcenter.core.roles import console_principal, console_view
 from mqcenter.models import ConsoleRole
+from reports.chart_data import heap_chart_data, trace_chart_data
 from reports.charts import heap_chart_png, trace_chart_png
 from reports.formatting import heap_verdicts, trace_verdicts
 from reports.models import ReportRun
@@ -79,6 +80,19 @@ def report_chart(request: HttpRequest, run_id: int) -> HttpResponse:
     else:
         png = trace_chart_png(result)
     response = HttpResponse(png, content_type="image/png")
+    response["Cache-Control"] = "private, max-age=3600"  # a done run never changes
+    return response
+
+
+@console_view(ConsoleRole.VIEWER)
+def report_chart_data(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The charts' series as JSON (drawn by static/console/report_charts.js)."""
+    run = report_run_get(run_id=run_id)
+    result = report_result_visible(principal=request.console.principal, result=run.result)
+    if run.state != ReportRun.State.DONE or result is None:
+        return HttpResponse(status=404)
+    data = heap_chart_data(result) if run.kind == ReportRun.Kind.HEAP else trace_chart_data(result)
+    response = JsonResponse(data)
     response["Cache-Control"] = "private, max-age=3600"  # a done run never changes
     return response
 

@@ -81,6 +81,7 @@ fi
 say "the core on PostgreSQL"
 DATABASE_URL=postgres://root@127.0.0.1:5432/mqcenter .venv/bin/python -m pytest -n 2 \
   -m "not e2e and not browser and not spark" tests/api/test_produce.py tests/api/test_consume.py \
-  tests/messages tests/maintenance/test_flush.py tests/maintenance/test_archive.py \
+  tests/api/test_admin_messages.py tests/messages tests/topics/test_subscriptions.py \
+  tests/semantics/test_cancel.py tests/semantics/test_transactions.py tests/semantics/test_schedules.py \
   tests/semantics/test_priority.py tests/semantics/test_expiry.py tests/semantics/test_backpressure.py \
-  tests/semantics/test_snooze.py
+  tests/semantics/test_snooze.py tests/maintenance/test_flush.py tests/maintenance/test_archive.py

@@ -9,6 +9,9 @@ of a waiting message is the one its last event set: a retry or an expired lease 
 "retry at <time>", a release or a redrive makes it deliverable at once. A message whose row
 has not changed since `as_of` is in that state still, row and all.
 
+A message produced as half of a transaction (PREPARED: still so, or with a "committed"
+event) was not waiting before its commit: it starts PREPARED, not NEW.
+
 One gap: a message produced with a delay, still waiting at `as_of` and retried later, lost
 its first effect time to the retry; it counts as deliverable from its add time.
 """
@@ -22,7 +25,9 @@ from pyspark.sql import functions as F
 
 from spark.transform import KEYS
 
-FINISHED = ("SUCCESS", "FAIL", "TIMEOUT")
+# Waiting or running: the heap. Every other status is finished (SUCCESS, the dead letters,
+# CANCELLED) or not yet visible (PREPARED).
+UNFINISHED = ("NEW", "RUNNING")
 # Events after which a waiting message's effect time is no longer the one its row holds.
 EFFECT_EVENTS = ("retry_scheduled", "lease_expired", "released", "redriven", "edited")
 # A trace row's id orders events of the same instant; a pull held by the row (no id) is the
@@ -47,6 +52,7 @@ def state_as_of(messages: DataFrame, events: DataFrame, *, as_of: datetime) -> D
     with columns message_id, id, event, at, status_after, log.
     """
     moment = F.lit(as_of).cast("timestamp")
+    prepared = born_prepared(messages, events).withColumn("prepared", F.lit(True))
     before = events.where(F.col("at") < moment)
     last = (
         before.withColumn("n", F.row_number().over(
@@ -66,11 +72,13 @@ def state_as_of(messages: DataFrame, events: DataFrame, *, as_of: datetime) -> D
         messages.where(F.col("add_time") < moment)
         .join(last, messages["id"] == last["message_id"], "left").drop("message_id")
         .join(later, messages["id"] == later["message_id"], "left").drop("message_id")
+        .join(prepared, messages["id"] == prepared["message_id"], "left").drop("message_id")
     )
     unchanged = F.col("changed").isNull()
     row_effect_kept = F.coalesce(F.col("effect_changed"), F.lit(0)) == 0
     status = (
         F.when(unchanged, F.col("status"))
+        .when(F.col("last_status").isNull() & F.col("prepared").isNotNull(), F.lit("PREPARED"))
         .when(F.col("last_status").isNull(), F.lit("NEW"))
         .otherwise(F.col("last_status"))
     )
@@ -85,15 +93,33 @@ def state_as_of(messages: DataFrame, events: DataFrame, *, as_of: datetime) -> D
     return joined.select("id", *KEYS, "add_time", status.alias("status"), effect.alias("effect_time"))
 
 
-def reentries(events: DataFrame, *, since: datetime, until: datetime) -> DataFrame:
-    """Messages that became unfinished again in [since, until): a redrive or requeue of a
-    finished message (one of a waiting message moves nothing). One row per re-entry, with
-    message_id and at."""
-    previous = F.lag("status_after").over(ordered(events))
+def born_prepared(messages: DataFrame, events: DataFrame) -> DataFrame:
+    """Ids (`message_id`) of messages produced PREPARED (half of a transaction): still
+    PREPARED, or committed later."""
+    committed = events.where(F.col("event") == "committed").select("message_id")
+    still = messages.where(F.col("status") == "PREPARED").select(F.col("id").alias("message_id"))
+    return committed.unionByName(still).distinct()
+
+
+def transitions(messages: DataFrame, events: DataFrame, *, since: datetime, until: datetime) -> DataFrame:
+    """The moments in [since, until) a message entered or left the heap after it was
+    produced: one row per change (message_id, at, direction "in" or "out").
+
+    Every status change writes an event with the status after it, so a change is an event
+    whose status is unfinished (NEW, RUNNING) where the one before was not, or the reverse:
+    in by a redrive, requeue, commit or edit; out by an ack, a dead letter, an expiry, a
+    cancel or an edit. Before its first event a message is NEW (or PREPARED, if produced
+    so). A requeue of a waiting message, a nack that retries, an archive move nothing.
+    """
+    prepared = born_prepared(messages, events).withColumn("prepared", F.lit(True))
+    first = F.when(F.col("prepared").isNotNull(), F.lit("PREPARED")).otherwise(F.lit("NEW"))
+    before = F.coalesce(F.lag("status_after").over(ordered(events)), first)
+    now_unfinished = F.col("status_after").isin(*UNFINISHED)
+    was_unfinished = F.col("before").isin(*UNFINISHED)
     return (
         events.where(F.col("status_after").isNotNull())
-        .withColumn("before", previous)
-        .where((F.col("event") == "redriven") & F.col("before").isin(*FINISHED)
-               & (F.col("at") >= F.lit(since)) & (F.col("at") < F.lit(until)))
-        .select("message_id", "at")
+        .join(prepared, "message_id", "left")
+        .withColumn("before", before)
+        .where((F.col("at") >= F.lit(since)) & (F.col("at") < F.lit(until)) & (now_unfinished != was_unfinished))
+        .select("message_id", "at", F.when(now_unfinished, F.lit("in")).otherwise(F.lit("out")).alias("direction"))
     )

@@ -16,42 +16,30 @@ from spark.transform import KEYS, seconds_between
 TREND_BAND = 0.01
 
 
-def finishing_event() -> Column:
-    """A message leaves the heap when it is finished: acked (SUCCESS), dead (FAIL) or its
-    last lease expired with no retries left (TIMEOUT)."""
-    return F.col("event").isin("acked", "dead") | (
-        (F.col("event") == "lease_expired") & (F.col("status_after") == "TIMEOUT")
-    )
-
-
-def finishes(messages: DataFrame, traces: DataFrame, *, since: datetime, until: datetime) -> DataFrame:
-    """Messages finished in [since, until): one row per finishing event, with topic and group."""
-    keys = messages.select(F.col("id").alias("message_id"), *KEYS)
-    return (
-        traces.where(finishing_event() & (F.col("at") >= F.lit(since)) & (F.col("at") < F.lit(until)))
-        .join(keys, "message_id", "inner")
-        .select(*KEYS, "message_id", "at")
-    )
-
-
 def hourly_flow(
-    messages: DataFrame, reentered: DataFrame, finished: DataFrame, *, since: datetime, until: datetime
+    messages: DataFrame, changes: DataFrame, prepared: DataFrame, *, since: datetime, until: datetime
 ) -> DataFrame:
     """Inflow and outflow per topic, group and hour of the window.
 
-    Inflow: messages that became unfinished, produced or redriven/requeued after they had
-    finished (`reentered`, rows of message_id and at); outflow: messages that finished. A
-    redriven message that fails again thus flows in and out twice, and the flow balances
+    Inflow: messages that became unfinished: produced (unless produced PREPARED, ids in
+    `prepared`: those enter when committed), or back in the heap after they had finished
+    (`changes` "in", `asof.transitions`); outflow: messages that finished (`changes` "out").
+    A redriven message that fails again thus flows in and out twice, and the flow balances
     the heap's change.
     """
     keys = messages.select(F.col("id").alias("message_id"), *KEYS)
-    produced = messages.where(
-        (F.col("add_time") >= F.lit(since)) & (F.col("add_time") < F.lit(until))
-    ).select(*KEYS, F.col("add_time").alias("at"))
-    entered = produced.unionByName(reentered.join(keys, "message_id", "inner").select(*KEYS, "at"))
+    produced = (
+        messages.where((F.col("add_time") >= F.lit(since)) & (F.col("add_time") < F.lit(until)))
+        .join(prepared, messages["id"] == prepared["message_id"], "left_anti")
+        .select(*KEYS, F.col("add_time").alias("at"))
+    )
+    moved = changes.join(keys, "message_id", "inner")
+    entered = produced.unionByName(moved.where(F.col("direction") == "in").select(*KEYS, "at"))
     inflow = entered.groupBy(*KEYS, F.date_trunc("hour", "at").alias("hour")).agg(F.count("*").alias("inflow"))
-    outflow = finished.groupBy(*KEYS, F.date_trunc("hour", "at").alias("hour")).agg(
-        F.count("*").alias("outflow")
+    outflow = (
+        moved.where(F.col("direction") == "out")
+        .groupBy(*KEYS, F.date_trunc("hour", "at").alias("hour"))
+        .agg(F.count("*").alias("outflow"))
     )
     return inflow.join(outflow, [*KEYS, "hour"], "full").fillna({"inflow": 0, "outflow": 0})
 

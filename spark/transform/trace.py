@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from spark.transform import KEYS, percentile_columns, seconds_between
 
-STATUSES = ("SUCCESS", "FAIL", "TIMEOUT", "NEW", "RUNNING")
+STATUSES = ("SUCCESS", "FAIL", "TIMEOUT", "EXPIRED", "CANCELLED", "NEW", "RUNNING", "PREPARED")
 FINISH_EVENTS = ("acked", "nacked")
 # The events the trace report reads; the others (produced, edited, ...) change no figure.
 USED_EVENTS = ("pulled", "acked", "nacked", "lease_expired", "released")

@@ -12,6 +12,7 @@ import pytest
 from django.template.loader import render_to_string
 
 from reports import formatting
+from reports.chart_data import heap_chart_data, trace_chart_data
 from reports.charts import heap_figure, hour_labels, trace_figure
 from reports.management.commands.runreport import Command
 from reports.models import ReportRun
@@ -70,6 +71,32 @@ def test_the_latency_chart_is_on_a_log_scale_with_each_groups_bars_centred_on_it
     for tick, values in centres.items():
         assert sum(values) / len(values) == pytest.approx(tick)
     assert all(axes.get_xlabel() for axes in trace_figure(TRACE).axes)
+
+
+def test_the_outcomes_chart_shows_cancelled_and_expired_messages_only_when_there_are_some() -> None:
+    plain = trace_figure(TRACE).axes[0].get_legend_handles_labels()[1]
+    assert plain == ["success", "fail", "timeout", "new", "running"]
+    cancels = {**TRACE, "groups": [group("orders", "default", cancelled=3, expired=1), group("mail", "default")]}
+    outcomes = trace_figure(cancels).axes[0]
+    assert outcomes.get_legend_handles_labels()[1] == ["success", "fail", "timeout", "expired", "cancelled",
+                                                        "new", "running"]
+    ends = {round(bar.get_y()): bar.get_x() + bar.get_width() for bar in outcomes.patches}
+    assert ends[0] == 10 + 3 + 1  # the stacked bar holds the cancelled and expired messages too
+
+
+def test_the_console_charts_series_are_per_topic_hours_in_utc_and_the_largest_backlogs() -> None:
+    data = heap_chart_data(HEAP)
+    assert [t["topic"] for t in data["topics"]] == ["mail", "orders"]
+    orders = data["topics"][1]
+    assert orders["t"][0] == 1767996000 and orders["t"][2] - orders["t"][0] == 7200  # 2026-01-09 22:00 UTC
+    assert orders["inflow"] == [15, 10, 10, 10] and orders["outflow"] == [6, 2, 4, 4]
+    # unfinished at each hour's end: the count at the window's end (30 + 2 + 1) less later net flow
+    assert orders["unfinished"] == [13, 21, 27, 33]
+    assert data["backlog"] == {"labels": ["orders/default", "mail/default"], "backlog": [30, 12],
+                               "threshold": [5, None]}
+    latency = trace_chart_data(TRACE)
+    assert latency["labels"] == ["orders/default", "mail/default"]  # no success, no latency
+    assert latency["p99"] == [289.0, 3.0]
 
 
 def test_the_flow_is_drawn_per_topic_with_dated_hours_across_midnight() -> None:

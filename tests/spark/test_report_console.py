@@ -63,8 +63,18 @@ def test_it_renders_a_done_report_as_tables_and_a_chart(trace_run: dict[str, Any
     html = client.get(f"/reports/{heap.id}/").content.decode()
     assert 'id="heap-groups"' in html and 'id="heap-alarms"' in html
     topics = sorted({row["topic"] for row in heap.result["groups"]})
-    for topic in topics:  # a chart per topic, and a verdict
-        assert f'src="/reports/{heap.id}/chart.png?topic={topic}"' in html
+    # charts drawn in the page from the run's series (uPlot), a PNG per topic as e-mailed
+    assert f'data-report-chart-src="/reports/{heap.id}/chart.json"' in html
+    for topic in topics:
+        assert f'href="/reports/{heap.id}/chart.png?topic={topic}"' in html
+    series = client.get(f"/reports/{heap.id}/chart.json").json()
+    assert [t["topic"] for t in series["topics"]] == topics
+    for item in series["topics"]:  # the topic's groups summed, hour by hour
+        hourly = [s["hours"] for s in heap.result["hourly"] if s["topic"] == item["topic"]]
+        assert item["inflow"] == [sum(h[i]["inflow"] for h in hourly) for i in range(len(item["t"]))]
+        assert len(item["t"]) == len(item["outflow"]) == len(item["unfinished"]) == 6
+    assert series["backlog"]["backlog"] == sorted(series["backlog"]["backlog"], reverse=True)
+    assert 5 in series["backlog"]["threshold"]  # orders' alarm threshold beside its groups
     verdicts = html[html.index('id="verdicts"'):html.index("</ul>", html.index('id="verdicts"'))]
     assert verdicts.count("<li>") == len(topics) and "does not drain at current rates" in verdicts
     for row in heap.result["groups"]:
@@ -83,12 +93,20 @@ def test_it_renders_a_done_report_as_tables_and_a_chart(trace_run: dict[str, Any
     # A consumer's failure text is data: shown escaped, never as markup.
     assert "<script>alert(1)</script>" not in trace and "&lt;script&gt;alert(1)&lt;/script&gt;" in trace
     assert client.get(f"/reports/{trace_run['run'].id}/chart.png").content.startswith(b"\x89PNG")
+    latency = client.get(f"/reports/{trace_run['run'].id}/chart.json").json()
+    timed = [g for g in trace_run["run"].result["groups"] if g["latency_p50"] is not None]
+    assert sorted(latency["labels"]) == sorted(f"{g['topic']}/{g['group']}" for g in timed)
+    assert all(a <= b <= c for a, b, c in zip(latency["p50"], latency["p90"], latency["p99"], strict=True))
 
 
 def test_it_shows_a_viewer_only_the_topics_of_their_business_line(shop: Biz, heap_run: dict[str, Any]) -> None:
-    html = login("viewer", shop).get(f"/reports/{heap_run['run'].id}/").content.decode()
+    viewer = login("viewer", shop)
+    html = viewer.get(f"/reports/{heap_run['run'].id}/").content.decode()
     assert "<td>orders</td>" in html
     assert "<td>mail</td>" not in html and "<td>2024</td>" not in html
+    series = viewer.get(f"/reports/{heap_run['run'].id}/chart.json").json()
+    assert [t["topic"] for t in series["topics"]] == ["orders"]
+    assert all(label.startswith("orders/") for label in series["backlog"]["labels"])
 
 
 def test_it_shows_the_error_of_a_failed_run() -> None:
@@ -99,4 +117,5 @@ def test_it_shows_the_error_of_a_failed_run() -> None:
     assert 'id="run-error"' in html and "Connection refused &lt;b&gt;" in html
     assert "Connection refused" in client.get("/reports/").content.decode()
     assert client.get(f"/reports/{run.id}/chart.png").status_code == 404
+    assert client.get(f"/reports/{run.id}/chart.json").status_code == 404
     assert client.get("/reports/999999/").status_code == 404
