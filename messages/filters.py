@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, ClassVar
 
+from django.conf import settings
 from django.db.models import Model, Q, QuerySet
 
 from messages.models import DEAD_STATUSES, MAX_PRIORITY, Message, MessageArchive, Status
@@ -176,3 +177,22 @@ def filter_readable(stored: dict[str, Any] | None) -> str:
             shown = str(value)
         parts.append(f"{name.replace('_', ' ')} {shown}")
     return " · ".join(parts)
+
+
+def filter_targets(
+    principal: Principal, ids: list[int] | None, filter: MessageFilter | None, *, kind: type[MessageFilter] = MessageFilter
+) -> QuerySet[Any]:
+    """The messages an operation takes: `ids` (at most MQ_REDRIVE_SYNC_LIMIT) or a non-empty
+    filter, never both, cut to the principal's business lines (`kind` ArchiveFilter: archived
+    messages). 400 with the field otherwise: an empty filter would take everything."""
+    if (ids is None) == (filter is None):
+        raise InvalidRequest("Give either ids or filter.", details={"field": "ids"})
+    if ids is not None:
+        if len(ids) > settings.MQ_REDRIVE_SYNC_LIMIT:
+            raise InvalidRequest(f"At most {settings.MQ_REDRIVE_SYNC_LIMIT} ids.", details={"field": "ids"})
+        return kind().queryset(principal).filter(id__in=ids)
+    assert filter is not None
+    if filter.is_empty():
+        raise InvalidRequest("An empty filter would match every message; name at least one field.",
+                             details={"field": "filter"})
+    return filter.queryset(principal)

@@ -16,46 +16,24 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, QuerySet
+from django.db.models import F
 from django.utils import timezone
 
-from messages.filters import ArchiveFilter
-from messages.models import BulkJob, Message, MessageArchive, TraceEvent
+from messages.filters import ArchiveFilter, filter_targets
+from messages.models import BulkJob, Message, TraceEvent
 from messages.services.replay import COPIED_FIELDS, archived_copy
 from messages.services.trace import TraceRow, trace_write
 from messages.sql import insert_values
 from mqcenter.celery import app as celery_app
 from mqcenter.core.audit import audit_record
 from mqcenter.core.auth import Principal
-from mqcenter.core.errors import InvalidRequest, MQError
+from mqcenter.core.errors import MQError
 from registry.wakeups import wakeup_hub
 from topics.cache import topic_cache
 from topics.models import Topic
 from topics.services import groups_address
 
 ARCHIVE_REDRIVE_BATCH = 500
-
-
-def archive_rows(
-    principal: Principal, ids: list[int] | None, filter: ArchiveFilter | None
-) -> QuerySet[MessageArchive]:
-    """The archived messages a redrive targets: `ids` (at most MQ_REDRIVE_SYNC_LIMIT) or a
-    non-empty filter, cut to the principal's business lines."""
-    if (ids is None) == (filter is None):
-        raise InvalidRequest("Give either ids or filter.", details={"field": "ids"})
-    if ids is not None:
-        if len(ids) > settings.MQ_REDRIVE_SYNC_LIMIT:
-            raise InvalidRequest(
-                f"At most {settings.MQ_REDRIVE_SYNC_LIMIT} ids.", details={"field": "ids"}
-            )
-        return ArchiveFilter().queryset(principal).filter(id__in=ids)
-    assert filter is not None
-    if filter.is_empty():
-        raise InvalidRequest(
-            "An empty filter would match the whole archive; name at least one field.",
-            details={"field": "filter"},
-        )
-    return filter.queryset(principal)
 
 
 def archive_messages_redrive(
@@ -67,7 +45,7 @@ def archive_messages_redrive(
 
     Runs its own transaction (call it outside one): copies, traces and audit commit together.
     """
-    rows = archive_rows(principal, ids, filter)
+    rows = filter_targets(principal, ids, filter, kind=ArchiveFilter)
     limit = settings.MQ_REDRIVE_SYNC_LIMIT
     if ids is None and len(rows.order_by().values_list("id", flat=True)[: limit + 1]) > limit:
         assert filter is not None

@@ -22,7 +22,7 @@ from django.db import transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from messages.filters import MessageFilter
+from messages.filters import MessageFilter, filter_targets
 from messages.models import BulkJob, Message, Status, TraceEvent
 from messages.services.produce import NewMessage
 from messages.services.trace import TraceRow, trace_write
@@ -31,7 +31,6 @@ from mqcenter.celery import app as celery_app
 from mqcenter.core.audit import audit_record
 from mqcenter.core.auth import Principal
 from mqcenter.core.db import retry_on_lock_conflict
-from mqcenter.core.errors import InvalidRequest
 from registry.wakeups import wakeup_hub
 from topics.locks import lock_topic
 from topics.models import Topic
@@ -65,7 +64,7 @@ def messages_move(
     "skipped": [{"id", "reason"}]}`, or `{"job": id}` for a filter matching more than
     MQ_REDRIVE_SYNC_LIMIT movable messages. Runs its own transactions."""
     target = move_target(principal=principal, to_topic=to_topic, to_group=to_group)
-    rows = _target_rows(principal, ids, filter)
+    rows = filter_targets(principal, ids, filter)
     limit = settings.MQ_REDRIVE_SYNC_LIMIT
     if ids is None:
         if (
@@ -84,26 +83,6 @@ def messages_move(
         found = {m["moved_from"] for m in moved} | {s["id"] for s in skipped}
         skipped += [{"id": i, "reason": "not_found"} for i in ids if i not in found]
     return {"count": len(moved), "moved": moved, "skipped": skipped}
-
-
-def _target_rows(
-    principal: Principal, ids: list[int] | None, filter: MessageFilter | None
-) -> QuerySet[Message]:
-    if (ids is None) == (filter is None):
-        raise InvalidRequest("Give either ids or filter.", details={"field": "ids"})
-    if ids is not None:
-        if len(ids) > settings.MQ_REDRIVE_SYNC_LIMIT:
-            raise InvalidRequest(
-                f"At most {settings.MQ_REDRIVE_SYNC_LIMIT} ids.", details={"field": "ids"}
-            )
-        return MessageFilter().queryset(principal).filter(id__in=ids)
-    assert filter is not None
-    if filter.is_empty():
-        raise InvalidRequest(
-            "An empty filter would match every message; name at least one field.",
-            details={"field": "filter"},
-        )
-    return filter.queryset(principal)
 
 
 @retry_on_lock_conflict

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from messages.filters import MessageFilter
+from messages.filters import MessageFilter, filter_targets
 from messages.models import DEAD_STATUSES, BulkJob, Message, MessageTrace, Status, TraceEvent
 from messages.services.archive_redrive import archive_redrive_job_run
 from messages.services.dead_letters import dead_letter_group_ids
@@ -123,7 +123,7 @@ def messages_requeue(
     """
     kind = BulkJob.Kind.REDRIVE if dead_only else BulkJob.Kind.REQUEUE
     statuses = list(DEAD_STATUSES) if dead_only else [Status.NEW, Status.SUCCESS, *DEAD_STATUSES]
-    rows = _target_rows(principal, ids, filter).filter(status__in=statuses)
+    rows = filter_targets(principal, ids, filter).filter(status__in=statuses)
     if ids is None and _larger_than(rows, settings.MQ_REDRIVE_SYNC_LIMIT):
         return {"job": bulk_job_create(principal=principal, kind=kind, filter=filter).id}
     with transaction.atomic():
@@ -137,7 +137,7 @@ def messages_delete(
     described: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Delete messages and their trace; a large filter becomes a background job."""
-    rows = _target_rows(principal, ids, filter)
+    rows = filter_targets(principal, ids, filter)
     if ids is None and _larger_than(rows, settings.MQ_REDRIVE_SYNC_LIMIT):
         return {"job": bulk_job_create(principal=principal, kind=BulkJob.Kind.DELETE, filter=filter).id}
     with transaction.atomic():
@@ -172,7 +172,7 @@ def messages_cancel(
 ) -> dict[str, Any]:
     """Cancel the NEW or PREPARED messages among `ids` or a filter's matches (the others are
     left alone and not counted); a large filter becomes a background job."""
-    rows = _target_rows(principal, ids, filter).filter(status__in=CANCELLABLE_STATUSES)
+    rows = filter_targets(principal, ids, filter).filter(status__in=CANCELLABLE_STATUSES)
     if ids is None and _larger_than(rows, settings.MQ_REDRIVE_SYNC_LIMIT):
         return {"job": bulk_job_create(principal=principal, kind=BulkJob.Kind.CANCEL, filter=filter).id}
     with transaction.atomic():
@@ -217,20 +217,6 @@ def _cancel_batch(principal: Principal, rows) -> int:  # type: ignore[no-untyped
             message.status = Status.CANCELLED
         trace_write(trace_row(m, TraceEvent.CANCELLED, at=now, actor=principal.name) for m in messages)
     return len(messages)
-
-
-def _target_rows(principal: Principal, ids: list[int] | None, filter: MessageFilter | None):  # type: ignore[no-untyped-def]
-    if (ids is None) == (filter is None):
-        raise InvalidRequest("Give either ids or filter.", details={"field": "ids"})
-    if ids is not None:
-        if len(ids) > settings.MQ_REDRIVE_SYNC_LIMIT:
-            raise InvalidRequest(f"At most {settings.MQ_REDRIVE_SYNC_LIMIT} ids.", details={"field": "ids"})
-        return MessageFilter().queryset(principal).filter(id__in=ids)
-    assert filter is not None
-    if filter.is_empty():
-        raise InvalidRequest("An empty filter would match every message; name at least one field.",
-                             details={"field": "filter"})
-    return filter.queryset(principal)
 
 
 def _larger_than(rows, limit: int) -> bool:  # type: ignore[no-untyped-def]
