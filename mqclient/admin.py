@@ -199,12 +199,7 @@ class Admin:
     ) -> None:
         self.config = config or ClientConfig.from_env(brokers=brokers, token=token)
         self._owns_transport = transport is None
-        self.transport = transport or Transport(
-            self.config.require_brokers(),
-            self.config.token,
-            request_timeout=self.config.request_timeout,
-            retry_deadline=self.config.retry_deadline,
-        )
+        self.transport = transport or self.config.new_transport()
         self.groups = Groups(self.transport)
 
     def close(self) -> None:

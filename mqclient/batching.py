@@ -76,13 +76,7 @@ class BatchingProducer:
             raise ValueError("max_buffer must be at least max_batch")
         self._owns_transport = transport is None
         if transport is None:
-            config = config or ClientConfig.from_env(brokers=brokers, token=token)
-            transport = Transport(
-                config.require_brokers(),
-                config.token,
-                request_timeout=config.request_timeout,
-                retry_deadline=config.retry_deadline,
-            )
+            transport = (config or ClientConfig.from_env(brokers=brokers, token=token)).new_transport()
         self.transport = transport
         self.max_batch = max_batch
         self.linger = linger

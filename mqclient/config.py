@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mqclient.errors import ConfigurationError
+from mqclient.transport import Transport
 
 DEFAULT_GROUP = "default"
 
@@ -124,3 +125,12 @@ class ClientConfig:
                 "no broker URL: pass brokers=[...] or set MQ_BROKERS=http://host:port[,...]"
             )
         return list(self.brokers)
+
+    def new_transport(self) -> Transport:
+        """A transport to this configuration's brokers (its owner closes it)."""
+        return Transport(
+            self.require_brokers(),
+            self.token,
+            request_timeout=self.request_timeout,
+            retry_deadline=self.retry_deadline,
+        )

@@ -57,12 +57,7 @@ class Producer:
         )
         self.auto_dedup = auto_dedup
         self._owns_transport = transport is None
-        self.transport = transport or Transport(
-            self.config.require_brokers(),
-            self.config.token,
-            request_timeout=self.config.request_timeout,
-            retry_deadline=self.config.retry_deadline,
-        )
+        self.transport = transport or self.config.new_transport()
 
     def produce(
         self,

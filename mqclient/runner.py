@@ -60,12 +60,7 @@ class Runner:
         self.config = config or ClientConfig.from_env()
         self.consumer_id = consumer_id or new_consumer_id()
         self._owns_transport = transport is None
-        self.transport = transport or Transport(
-            self.config.require_brokers(),
-            self.config.token,
-            request_timeout=self.config.request_timeout,
-            retry_deadline=self.config.retry_deadline,
-        )
+        self.transport = transport or self.config.new_transport()
         self._stop = threading.Event()
         self._signals = 0
         self._lock = threading.Lock()
