@@ -94,7 +94,7 @@ def archive_redrive(request: HttpRequest) -> HttpResponse:
         raw_ids = [id_from_form(v) for v in request.POST.getlist("ids")]
         if not raw_ids:
             raise InvalidRequest(
-                "Select at least one message, or act on the whole filter.", details={"field": "ids"}
+                _("Select at least one message, or act on the whole filter."), details={"field": "ids"}
             )
         target = {"ids": validation.ids_list(raw_ids)}
     result = archive_messages_redrive(principal=request.console.principal, **target)

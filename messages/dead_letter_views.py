@@ -6,6 +6,8 @@ from __future__ import annotations
 from django.contrib import messages as flash
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
 from messages import services, validation
@@ -48,7 +50,8 @@ def dead_letters_redrive(request: HttpRequest) -> HttpResponse:
     )
     if "job" in result:
         return htmx_redirect(request, reverse("console:job", args=[result["job"]]))
-    flash.success(request, f"Redrove {result['count']} dead letter{'s' if result['count'] != 1 else ''} of {topic}.")
+    done = ngettext("Redrove %(n)s dead letter of %(topic)s.", "Redrove %(n)s dead letters of %(topic)s.", result["count"])
+    flash.success(request, done % {"n": result["count"], "topic": topic})
     return htmx_redirect(request, reverse("console:dead_letters"))
 
 
@@ -57,7 +60,7 @@ def _group_key(source: dict[str, str]) -> tuple[str, str, str]:
     group = validation.name(source.get("group"), "group")
     reason = source.get("reason")
     if not reason:
-        raise InvalidRequest("reason is required.", details={"field": "reason"})
+        raise InvalidRequest(_("reason is required."), details={"field": "reason"})
     return topic, group, reason
 
 
@@ -69,8 +72,11 @@ def dead_letter_group_act(request: HttpRequest, action: str) -> HttpResponse:
     result = group_act(principal=request.console.principal, action=action, topic=topic, group=group, reason=reason)
     if "job" in result:
         return htmx_redirect(request, reverse("console:job", args=[result["job"]]))
-    verb = "Redrove" if action == "redrive" else "Deleted"
-    flash.success(request, f"{verb} {result['count']} dead letter{'s' if result['count'] != 1 else ''} of {topic}/{group}.")
+    if action == "redrive":
+        done = ngettext("Redrove %(n)s dead letter of %(to)s.", "Redrove %(n)s dead letters of %(to)s.", result["count"])
+    else:
+        done = ngettext("Deleted %(n)s dead letter of %(to)s.", "Deleted %(n)s dead letters of %(to)s.", result["count"])
+    flash.success(request, done % {"n": result["count"], "to": f"{topic}/{group}"})
     return htmx_redirect(request, reverse("console:dead_letters"))
 
 

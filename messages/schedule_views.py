@@ -32,7 +32,7 @@ def schedule_list(request: HttpRequest) -> HttpResponse:
     status = 200
     if request.method == "POST":
         if operator is None:
-            return HttpResponse("Operators only.", status=403)
+            return HttpResponse(_("Operators only."), status=403)
         form = _form(request)
         try:
             schedule = schedules.schedule_create(principal=operator, fields=_fields(form))

@@ -11,7 +11,7 @@ from django.contrib import messages as flash
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.translation import gettext as _
-from django.utils.translation import ngettext, pgettext_lazy
+from django.utils.translation import gettext_lazy, ngettext, pgettext_lazy
 from django.views.decorators.http import require_POST
 
 from messages import selectors, services, validation
@@ -34,9 +34,9 @@ from mqcenter.models import ConsoleRole
 from topics.models import Topic
 
 FILTER_FIELDS = ("topic", "group", "status", "priority", "key", "id", "added_after", "added_before", "text")
-STATUS_CHOICES = [("", "any status"), ("NEW", "NEW"), ("RUNNING", "RUNNING"), ("SUCCESS", "SUCCESS"),
+STATUS_CHOICES = [("", gettext_lazy("any status")), ("NEW", "NEW"), ("RUNNING", "RUNNING"), ("SUCCESS", "SUCCESS"),
                   ("FAIL", "FAIL"), ("TIMEOUT", "TIMEOUT"), ("EXPIRED", "EXPIRED"),
-                  ("FAIL,TIMEOUT,EXPIRED", "dead (FAIL, TIMEOUT or EXPIRED)"),
+                  ("FAIL,TIMEOUT,EXPIRED", gettext_lazy("dead (FAIL, TIMEOUT or EXPIRED)")),
                   ("PREPARED", "PREPARED"), ("CANCELLED", "CANCELLED")]
 # The trace timeline's event names (TraceEvent's labels), marked for the console's catalog:
 # _trace.html translates get_event_display(); the model and the API keep the English.
@@ -131,7 +131,7 @@ def messages_bulk(request: HttpRequest) -> HttpResponse:
     """Redrive, requeue, cancel, delete or move the selected messages or everything matching a filter."""
     action = request.POST.get("action", "")
     if action not in BULK_ACTIONS:
-        raise InvalidRequest("Choose redrive, requeue, cancel, delete or move.", details={"field": "action"})
+        raise InvalidRequest(_("Choose redrive, requeue, cancel, delete or move."), details={"field": "action"})
     params = filter_params(request.POST)
     principal = request.console.principal
     if request.POST.get("scope") == "filter":
@@ -139,7 +139,7 @@ def messages_bulk(request: HttpRequest) -> HttpResponse:
     else:
         raw_ids = [id_from_form(v) for v in request.POST.getlist("ids")]
         if not raw_ids:
-            raise InvalidRequest("Select at least one message, or act on the whole filter.")
+            raise InvalidRequest(_("Select at least one message, or act on the whole filter."))
         target = {"ids": validation.ids_list(raw_ids)}
     if action == "move":
         return _move(request, target, params)
@@ -176,7 +176,7 @@ def id_from_form(value: str) -> int:
     try:
         return int(value)
     except ValueError as exc:
-        raise InvalidRequest("ids must be numbers.", details={"field": "ids"}) from exc
+        raise InvalidRequest(_("ids must be numbers."), details={"field": "ids"}) from exc
 
 
 # --- one message -------------------------------------------------------------------------
@@ -228,7 +228,8 @@ def _edit_changes(message: Any, post: Any) -> dict[str, Any]:
     if "data" in post:
         text = services.data_text(json_from_form(post["data"], "data"))
         if len(text.encode()) > settings.MQ_MAX_DATA_BYTES:
-            raise InvalidRequest(f"data is larger than {settings.MQ_MAX_DATA_BYTES} bytes.", details={"field": "data"})
+            raise InvalidRequest(_("data is larger than %(n)s bytes.") % {"n": settings.MQ_MAX_DATA_BYTES},
+                                 details={"field": "data"})
         if text != message.data:
             changes["data"] = text
     status = post.get("status", "")
@@ -260,7 +261,8 @@ def message_edit(request: HttpRequest, message_id: int) -> HttpResponse:
         return _detail_page(request, message, trace, edit=typed, errors=form_errors(exc, EDIT_FIELDS),
                             status=exc.status)
     if changes:
-        flash.success(request, f"Saved message {message.id}: changed {', '.join(sorted(changes))}.")
+        flash.success(request, _("Saved message %(id)s: changed %(fields)s.")
+                      % {"id": message.id, "fields": ", ".join(sorted(changes))})
     else:
         flash.info(request, _("Nothing changed."))
     return htmx_redirect(request, reverse("console:message", args=[message.id]))
@@ -284,9 +286,10 @@ def message_action(request: HttpRequest, message_id: int, action: str) -> HttpRe
     if result.get("count"):
         flash.success(request, _("Message %(id)s is queued again (NEW, effective now).") % {"id": message_id})
     else:
-        flash.warning(request, f"Message {message_id} was not {action}d: "
-                      + ("only dead letters (FAIL, TIMEOUT, EXPIRED) are redriven." if action == "redrive"
-                         else "a RUNNING message stays with its consumer."))
+        refused = (_("Message %(id)s was not redriven: only dead letters (FAIL, TIMEOUT, EXPIRED) are redriven.")
+                   if action == "redrive"
+                   else _("Message %(id)s was not requeued: a RUNNING message stays with its consumer."))
+        flash.warning(request, refused % {"id": message_id})
     return htmx_redirect(request, reverse("console:message", args=[message_id]))
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
+from django.utils.translation import gettext as _
 
 from mqcenter.core.dates import parse_iso_datetime
 from mqcenter.core.errors import InvalidRequest, MQError
@@ -63,7 +64,7 @@ def moment_from_form(value: str | None, field: str) -> datetime | None:
         return None
     parsed = parse_iso_datetime(value)
     if parsed is None:
-        raise InvalidRequest(f"{field} is not a date and time.", details={"field": field})
+        raise InvalidRequest(_("%(field)s is not a date and time.") % {"field": field}, details={"field": field})
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
@@ -82,7 +83,7 @@ def json_from_form(value: str | None, field: str) -> Any:
         data = json.loads(value or "null", parse_constant=_no_constant)
         json.dumps(data, allow_nan=False, ensure_ascii=False).encode()  # what storing it needs
     except (ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
-        raise InvalidRequest(f"{field} must be valid JSON of Unicode text (no NaN or Infinity).",
+        raise InvalidRequest(_("%(field)s must be valid JSON of Unicode text (no NaN or Infinity).") % {"field": field},
                              details={"field": field}) from exc
     return data
 
@@ -100,9 +101,12 @@ def int_from_form(
     try:
         number = int(value)
     except ValueError as exc:
-        raise InvalidRequest(f"{field} must be a whole number.", details={"field": field}) from exc
+        raise InvalidRequest(_("%(field)s must be a whole number.") % {"field": field}, details={"field": field}) from exc
     if not low <= number <= high:
-        raise InvalidRequest(f"{field} must be between {low} and {high}.", details={"field": field})
+        raise InvalidRequest(
+            _("%(field)s must be between %(low)s and %(high)s.") % {"field": field, "low": low, "high": high},
+            details={"field": field},
+        )
     return number
 
 

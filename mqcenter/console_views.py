@@ -14,6 +14,7 @@ from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse, reverse_lazy
+from django.utils.translation import gettext as _
 
 from messages.models import BulkJob
 from mqcenter.audit_display import audit_changes, audit_target
@@ -108,7 +109,7 @@ def users(request: HttpRequest) -> HttpResponse:
         except MQError as exc:
             errors = form_errors(exc, (*USER_FORM_FIELDS, "password"))
         else:
-            flash.success(request, f"Created user {user.username}.")
+            flash.success(request, _("Created user %(name)s.") % {"name": user.username})
             return htmx_redirect(request, reverse("console:user", args=[user.id]))
     rows = User.objects.prefetch_related("console_grants__biz").order_by("username")[:1000]
     return render_page(request, "console/users.html", {
@@ -121,7 +122,7 @@ def _biz(value: str | None) -> Biz | None:
         return None
     biz = Biz.objects.filter(id=int_from_form(value, "biz")).first()
     if biz is None:
-        raise InvalidRequest("No such business line.", details={"field": "biz"})
+        raise InvalidRequest(_("No such business line."), details={"field": "biz"})
     return biz
 
 
@@ -133,16 +134,17 @@ def user_detail(request: HttpRequest, user_id: int) -> HttpResponse:
         op = request.POST.get("op")
         if op == "grant":
             console_grant_add(actor=actor, user=user, role=request.POST.get("role", ""), biz=_biz(request.POST.get("biz")))
-            flash.success(request, "Grant added.")
+            flash.success(request, _("Grant added."))
         elif op == "revoke":
             grant = get_object_or_404(ConsoleGrant, id=int_from_form(request.POST.get("grant"), "grant"), user=user)
             console_grant_remove(actor=actor, grant=grant)
-            flash.success(request, "Grant removed.")
+            flash.success(request, _("Grant removed."))
         elif op in ("activate", "deactivate"):
             console_user_set_active(actor=actor, user=user, active=op == "activate")
-            flash.success(request, f"User {user.username} {'activated' if op == 'activate' else 'deactivated'}.")
+            done = _("User %(name)s activated.") if op == "activate" else _("User %(name)s deactivated.")
+            flash.success(request, done % {"name": user.username})
         else:
-            raise InvalidRequest("Unknown operation.")
+            raise InvalidRequest(_("Unknown operation."))
         return htmx_redirect(request, reverse("console:user", args=[user.id]))
     return render_page(request, "console/user.html", {
         "u": user, "grants": user.console_grants.select_related("biz").order_by("role"),

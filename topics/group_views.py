@@ -83,7 +83,7 @@ def group_create(request: HttpRequest, name: str) -> HttpResponse:
     try:
         if not re.fullmatch(NAME_PATTERN, values["group"]):
             raise InvalidRequest(
-                "Use letters, digits and _.:- (1-200 characters), starting with a letter or digit.",
+                _("Use letters, digits and _.:- (1-200 characters), starting with a letter or digit."),
                 details={"field": "group"},
             )
         group, job = subscriptions.group_create(
@@ -276,11 +276,11 @@ def _rate(value: str) -> float | None:
         rate = float(value)
     except ValueError as exc:
         raise InvalidRequest(
-            "rate_per_second must be a number.", details={"field": "rate_per_second"}
+            _("rate_per_second must be a number."), details={"field": "rate_per_second"}
         ) from exc
     if not math.isfinite(rate):
         raise InvalidRequest(
-            "rate_per_second must be a number.", details={"field": "rate_per_second"}
+            _("rate_per_second must be a number."), details={"field": "rate_per_second"}
         )
     return rate
 

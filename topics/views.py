@@ -14,6 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 from rest_framework import serializers as drf_serializers
 
@@ -198,7 +199,7 @@ def topic_create(request: HttpRequest) -> HttpResponse:
         except MQError as exc:
             context = topic_form_context(principal, None, exc, request.POST)
             return render_page(request, "topics/form.html", context, status=exc.status)
-        flash.success(request, f"Created topic {topic.name}.")
+        flash.success(request, _("Created topic %(name)s.") % {"name": topic.name})
         return htmx_redirect(request, reverse("console:topic", args=[topic.name]))
     return render_page(request, "topics/form.html", topic_form_context(principal, None))
 
@@ -255,10 +256,11 @@ def topic_alarm_test(request: HttpRequest, name: str) -> HttpResponse:
     topic = topic_for(principal, name)
     url = request.POST.get("url", "")
     outcome = alarm_webhook_test(topic=topic, url=url, actor=principal.name)
+    shown = {"target": webhook_url_masked(url), "detail": outcome.detail}
     if outcome.ok:
-        flash.success(request, f"Test alarm delivered to {webhook_url_masked(url)} ({outcome.detail}).")
+        flash.success(request, _("Test alarm delivered to %(target)s (%(detail)s).") % shown)
     else:
-        flash.error(request, f"Test alarm to {webhook_url_masked(url)} failed: {outcome.detail}.")
+        flash.error(request, _("Test alarm to %(target)s failed: %(detail)s.") % shown)
     return htmx_redirect(request, reverse("console:topic", args=[topic.name]))
 
 
@@ -269,9 +271,17 @@ def topic_delete(request: HttpRequest, name: str) -> HttpResponse:
     topic = topic_for(principal, name)
     job = topic_remove(principal=principal, topic=topic)
     if job is not None:
-        flash.success(request, f"Deleted topic {name}; its {job.total} messages are being removed (job {job.id}).")
+        flash.success(
+            request,
+            ngettext(
+                "Deleted topic %(name)s; its %(n)s message is being removed (job %(job)s).",
+                "Deleted topic %(name)s; its %(n)s messages are being removed (job %(job)s).",
+                job.total,
+            )
+            % {"name": name, "n": job.total, "job": job.id},
+        )
     else:
-        flash.success(request, f"Deleted topic {name}.")
+        flash.success(request, _("Deleted topic %(name)s.") % {"name": name})
     return htmx_redirect(request, reverse("console:topics"))
 
 
@@ -280,7 +290,7 @@ def _biz_named(principal: Principal, name: str | None) -> Biz | None:
         return None
     biz = Biz.objects.filter(name=name).first()
     if biz is None or not principal.may_biz(biz.id):
-        raise InvalidRequest(f"Business line {name!r} does not exist.", details={"field": "biz"})
+        raise InvalidRequest(_("Business line %(name)s does not exist.") % {"name": repr(name)}, details={"field": "biz"})
     return biz
 
 
@@ -353,7 +363,7 @@ def token_list(request: HttpRequest) -> HttpResponse:
         try:
             biz = _biz_named(principal, request.POST.get("biz", "").strip() or None)
             if biz is None and principal.biz_ids is not None:
-                raise Forbidden("Choose one of your business lines for the token.", details={"field": "biz"})
+                raise Forbidden(_("Choose one of your business lines for the token."), details={"field": "biz"})
             scopes = [s.strip() for s in request.POST.get("scopes", "").replace(",", " ").split() if s.strip()]
             secret, created = services.token_create(
                 actor=principal.name, scopes=scopes, biz=biz, name=request.POST.get("name", "").strip()[:200],

@@ -17,11 +17,11 @@ from django.utils import translation
 from django.utils.translation.template import templatize
 
 from messages import consumers
-from messages.models import Message, MessageTrace, TraceEvent
+from messages.models import Message, MessageTrace, Status, TraceEvent
 from messages.views import TRACE_EVENT_NAMES
-from topics.models import Biz, Topic
+from topics.models import Biz, Topic, TopicGroup
 
-from .conftest import make_user
+from .conftest import add_message, make_user
 from .test_live import WebsocketCommunicator, _app
 
 ZH = {"HTTP_ACCEPT_LANGUAGE": "zh-CN,zh;q=0.9,en;q=0.5"}
@@ -152,6 +152,69 @@ def test_it_keeps_the_api_in_english_for_a_chinese_client(db: object) -> None:
     assert response.status_code == 401
     message = response.json()["error"]["message"]
     assert message.isascii(), message
+
+
+def test_it_shows_the_topic_page_with_groups_and_webhooks_without_english_labels(
+    clients: dict[str, Client], orders: Topic
+) -> None:
+    Topic.objects.filter(id=orders.id).update(
+        retry_count=0,
+        max_backlog=500,
+        alarm_webhooks=[{"url": "https://hooks.example.com/x", "format": "slack"}],
+    )
+    TopicGroup.objects.create(topic=orders, name="audit", subscribed=False)
+    add_message("orders", Status.NEW)
+    body = clients["admin"].get("/topics/orders/", **ZH).content.decode()
+    for label in (
+        "<h1>主题 orders</h1>",
+        "orders 的消息",
+        "该主题不做任何重试",
+        "实时计数 · 更新于",
+        '<th class="num">生产',
+        "告警 Webhook",
+        "发送测试告警",
+        "最大积压",
+        "未订阅",
+    ):
+        assert label in body, label
+    for label in (
+        ">Topic orders<",
+        "Messages of orders",
+        "retries nothing",
+        "Live counts",
+        "Produced (1 h)",
+        "Alarm webhooks",
+        "Send test alarm",
+        "Max backlog",
+        "Each alarm is also posted here",
+        "Produce answers 429",
+        "not subscribed",
+        "by name only",
+        "webhook URL 1",
+    ):
+        assert label not in body, label
+
+
+def test_it_shows_the_message_list_and_detail_without_english_labels(
+    clients: dict[str, Client], orders: Topic
+) -> None:
+    expired = add_message("orders", Status.EXPIRED)
+    Message.objects.filter(id=expired.id).update(expires_at=expired.add_time, priority=7)
+    listing = clients["admin"].get("/messages/?topic=orders", **ZH).content.decode()
+    assert ">优先级<" in listing and "FAIL、TIMEOUT 或 EXPIRED" in listing
+    for label in (">Priority<", ">any<", "select all", "dead (FAIL, TIMEOUT or EXPIRED)"):
+        assert label not in listing, label
+    detail = clients["admin"].get(f"/messages/{expired.id}/", **ZH).content.decode()
+    assert "<dt>优先级</dt>" in detail and "未投递即过期" in detail and "剩余重试 0 次" in detail
+    for label in (
+        ">Priority<",
+        "expired undelivered",
+        "retries left",
+        "Only NEW or PREPARED messages are cancelled",
+        f"Delete message {expired.id}",
+        "(keep EXPIRED)",
+    ):
+        assert label not in detail, label
 
 
 # --- the catalog ------------------------------------------------------------------------
