@@ -205,6 +205,7 @@ class StatsBucket(models.Model):
     failed = models.IntegerField(default=0)  # became dead letters (FAIL or TIMEOUT)
     retried = models.IntegerField(default=0)  # retries scheduled (nack or expired lease)
     lease_expired = models.IntegerField(default=0)
+    expired = models.IntegerField(default=0)  # became EXPIRED dead letters (not delivered in time)
     # Backlog snapshot; null when no snapshot was taken in this minute.
     deliverable = models.IntegerField(null=True, blank=True)  # NEW, effect_time <= now
     delayed = models.IntegerField(null=True, blank=True)  # NEW, effect_time > now

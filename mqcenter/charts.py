@@ -6,8 +6,8 @@ and oldest age are the last snapshot in the bucket (the maximum age), None witho
 
 Series: produced; acked (succeeded); failed (became dead letters); retried (retries
 scheduled, by nack or expired lease); delivered, the deliveries that ended in the bucket
-(acked + failed + retried: the buckets keep no count of pulls); expired, always 0: messages
-have no expiry time yet. Backlog is deliverable + delayed (NEW) messages.
+(acked + failed + retried: the buckets keep no count of pulls); expired (became EXPIRED dead
+letters: not delivered before their expiry). Backlog is deliverable + delayed (NEW) messages.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def chart_series(
         out["failed"].append(failed)
         out["retried"].append(retried)
         out["delivered"].append(acked + failed + retried)
-        out["expired"].append(0)
+        out["expired"].append(sum(p["expired"] for p in chunk))
         out["backlog"].append(None if last is None else (last["deliverable"] or 0) + (last["delayed"] or 0))
         ages = [p["oldest_deliverable_age_seconds"] for p in snapshots if p["oldest_deliverable_age_seconds"] is not None]
         out["oldest_age_seconds"].append(max(ages) if ages else (None if last is None else 0))

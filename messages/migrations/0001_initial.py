@@ -194,6 +194,7 @@ class Migration(migrations.Migration):
                 ('failed', models.IntegerField(default=0)),
                 ('retried', models.IntegerField(default=0)),
                 ('lease_expired', models.IntegerField(default=0)),
+                ('expired', models.IntegerField(default=0)),
                 ('deliverable', models.IntegerField(blank=True, null=True)),
                 ('delayed', models.IntegerField(blank=True, null=True)),
                 ('running', models.IntegerField(blank=True, null=True)),

@@ -16,7 +16,7 @@ from typing import Any
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
-from django.db.models import Max, Sum
+from django.db.models import F, Max, Q, Sum
 from django.utils import timezone
 
 from messages.models import Alarm, StatsBucket
@@ -68,8 +68,8 @@ def _conditions(*, now: datetime, since: datetime) -> list[tuple[Topic, str, flo
         if latest.get(row["topic"]) == row["minute"]:
             snapshot[row["topic"]] = {"backlog": row["backlog"] or 0, "oldest": row["oldest"]}
     failed = dict(
-        StatsBucket.objects.filter(minute__gte=since, failed__gt=0)
-        .values("topic").annotate(n=Sum("failed")).values_list("topic", "n")
+        StatsBucket.objects.filter(Q(failed__gt=0) | Q(expired__gt=0), minute__gte=since)
+        .values("topic").annotate(n=Sum(F("failed") + F("expired"))).values_list("topic", "n")
     )
     age_limit = float(settings.MQ_ALARM_OLDEST_AGE_SECONDS)
     found: list[tuple[Topic, str, float, float, str]] = []

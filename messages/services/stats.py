@@ -58,7 +58,7 @@ logger = logging.getLogger(__name__)
 FLUSH_BATCH = 20000
 FLUSH_MAX_BATCHES = 50
 SETTLE_SECONDS = 2.0
-COUNT_FIELDS = ("produced", "succeeded", "failed", "retried", "lease_expired")
+COUNT_FIELDS = ("produced", "succeeded", "failed", "retried", "lease_expired", "expired")
 SNAPSHOT_FIELDS = ("deliverable", "delayed", "running", "dead", "oldest_deliverable_age_seconds")
 Key = tuple[str, str, datetime]
 
@@ -72,7 +72,7 @@ def _counted_fields(event: str, status_after: str) -> tuple[str, ...]:
     if event == TraceEvent.ACKED:
         return ("succeeded",)
     if event == TraceEvent.DEAD:
-        return ("failed",)
+        return ("expired",) if status_after == Status.EXPIRED else ("failed",)
     if event == TraceEvent.RETRY_SCHEDULED:
         return ("retried",)
     if event == TraceEvent.LEASE_EXPIRED:

@@ -34,7 +34,7 @@ def test_it_creates_pauses_limits_and_deletes_a_group_on_the_topic_page(
     page.select_option("#gc-start", "earliest")
     page.click("#group-create-form button[type=submit]")
     expect(page.locator("#flash")).to_contain_text("Created group tracking")
-    row = page.locator('tr[data-group="tracking"]')
+    row = page.locator('#group-table tr[data-group="tracking"]')
     expect(row.locator("td").nth(1)).to_have_text("sharded")
     expect(row.locator("td").nth(6)).to_have_text("2")  # the history, replayed from earliest
 
@@ -73,6 +73,6 @@ def test_it_creates_pauses_limits_and_deletes_a_group_on_the_topic_page(
     expect(page.locator("#flash")).to_contain_text(
         "Deleted group tracking of topic shipments; 2 waiting messages removed"
     )
-    expect(page.locator('tr[data-group="tracking"]')).to_have_count(0)
-    expect(page.locator('tr[data-group="labels"]')).to_have_count(1)
+    expect(page.locator('#group-table tr[data-group="tracking"]')).to_have_count(0)
+    expect(page.locator('#group-table tr[data-group="labels"]')).to_have_count(1)
     assert console.api.get("/api/v1/topics/shipments/groups/tracking").status_code == 404

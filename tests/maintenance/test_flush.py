@@ -37,6 +37,22 @@ def test_it_counts_produced_succeeded_failed_and_retried_events_per_minute() -> 
     assert totals("orders") == {"produced": 10, "succeeded": 4, "failed": 2, "retried": 3, "lease_expired": 0}
 
 
+def test_it_counts_expired_messages_apart_from_failed_ones() -> None:
+    from messages.models import Message
+    from messages.services.expiry import messages_expire
+
+    Topic.objects.create(name="orders")
+    ids = produce("orders", 3)
+    Message.objects.filter(id__in=ids[:2]).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert messages_expire()["expired"] == 2
+    settle_trace()
+
+    stats_flush()
+
+    rows = StatsBucket.objects.filter(topic="orders")
+    assert sum(r.expired for r in rows) == 2 and sum(r.failed for r in rows) == 0
+
+
 def test_it_never_counts_an_event_twice_when_flushed_again() -> None:
     produce("orders", 5)
     settle_trace()
