@@ -89,14 +89,16 @@ def sql_fill(broker: BenchBroker, topic: str, messages: int, group: str = "defau
     """Put `messages` rows (NEW unless told) in the broker's table directly (fast preload for
     consume figures; produce is measured on its own). The topic must exist (produce one first)."""
     conn = db_connect(broker.database)
-    cur = conn.cursor()
-    now = datetime.now(UTC).replace(tzinfo=None)
-    for start in range(0, messages, 2000):
-        rows = [message_row(json.dumps(payload(start + i)), status, now, now, topic, group)
-                for i in range(min(2000, messages - start))]
-        cur.executemany(INSERT_MESSAGE, rows)
-        conn.commit()
-    conn.close()
+    try:  # closed even on an error: an open transaction would block dropping the database
+        cur = conn.cursor()
+        now = datetime.now(UTC).replace(tzinfo=None)
+        for start in range(0, messages, 2000):
+            rows = [message_row(json.dumps(payload(start + i)), status, now, now, topic, group)
+                    for i in range(min(2000, messages - start))]
+            cur.executemany(INSERT_MESSAGE, rows)
+            conn.commit()
+    finally:
+        conn.close()
 
 
 #: Finished messages a table in service holds before a figure that inserts in bulk runs on it.

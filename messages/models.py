@@ -67,7 +67,8 @@ class Message(models.Model):
     publish_id = models.BigIntegerField(null=True, blank=True)
     # 0-9: a queue claim delivers a group's higher priorities first (serial and sharded
     # groups keep id order).
-    priority = models.SmallIntegerField(default=DEFAULT_PRIORITY)
+    # A database default too: rows written by other tools (bulk loads, SQL) need not name it.
+    priority = models.SmallIntegerField(default=DEFAULT_PRIORITY, db_default=DEFAULT_PRIORITY)
     # Not delivered by then: EXPIRED (a dead letter), set by the claim or the expiry sweep.
     expires_at = models.DateTimeField(null=True, blank=True)
 
@@ -205,7 +206,7 @@ class StatsBucket(models.Model):
     failed = models.IntegerField(default=0)  # became dead letters (FAIL or TIMEOUT)
     retried = models.IntegerField(default=0)  # retries scheduled (nack or expired lease)
     lease_expired = models.IntegerField(default=0)
-    expired = models.IntegerField(default=0)  # became EXPIRED dead letters (not delivered in time)
+    expired = models.IntegerField(default=0, db_default=0)  # became EXPIRED dead letters (not delivered in time)
     # Backlog snapshot; null when no snapshot was taken in this minute.
     deliverable = models.IntegerField(null=True, blank=True)  # NEW, effect_time <= now
     delayed = models.IntegerField(null=True, blank=True)  # NEW, effect_time > now
@@ -255,7 +256,8 @@ class MessageArchive(models.Model):
     pulled_rank = models.IntegerField(null=True, blank=True)
     pulled_total = models.IntegerField(null=True, blank=True)
     publish_id = models.BigIntegerField(null=True, blank=True)
-    priority = models.SmallIntegerField(default=DEFAULT_PRIORITY)
+    # A database default too: rows written by other tools (bulk loads, SQL) need not name it.
+    priority = models.SmallIntegerField(default=DEFAULT_PRIORITY, db_default=DEFAULT_PRIORITY)
     expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -120,7 +120,7 @@ class Migration(migrations.Migration):
                 ('pulled_rank', models.IntegerField(blank=True, null=True)),
                 ('pulled_total', models.IntegerField(blank=True, null=True)),
                 ('publish_id', models.BigIntegerField(blank=True, null=True)),
-                ('priority', models.SmallIntegerField(default=4)),
+                ('priority', models.SmallIntegerField(db_default=4, default=4)),
                 ('expires_at', models.DateTimeField(blank=True, null=True)),
             ],
             options={
@@ -155,7 +155,7 @@ class Migration(migrations.Migration):
                 ('pulled_rank', models.IntegerField(blank=True, null=True)),
                 ('pulled_total', models.IntegerField(blank=True, null=True)),
                 ('publish_id', models.BigIntegerField(blank=True, null=True)),
-                ('priority', models.SmallIntegerField(default=4)),
+                ('priority', models.SmallIntegerField(db_default=4, default=4)),
                 ('expires_at', models.DateTimeField(blank=True, null=True)),
             ],
             options={
@@ -194,7 +194,7 @@ class Migration(migrations.Migration):
                 ('failed', models.IntegerField(default=0)),
                 ('retried', models.IntegerField(default=0)),
                 ('lease_expired', models.IntegerField(default=0)),
-                ('expired', models.IntegerField(default=0)),
+                ('expired', models.IntegerField(db_default=0, default=0)),
                 ('deliverable', models.IntegerField(blank=True, null=True)),
                 ('delayed', models.IntegerField(blank=True, null=True)),
                 ('running', models.IntegerField(blank=True, null=True)),
