@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 
 from messages.models import Status
 from registry.wakeups import WakeupHub
@@ -43,12 +43,13 @@ PUSH_SECONDS = 0.25
 STALE_SECONDS = 60.0
 FLOW_MINUTES = 5
 FLOW_TTL_SECONDS = 15 * 60
-COUNTS_KEY, AS_OF_KEY, FLOW_KEY, RECOUNT_KEY = (
-    "mq:live:counts",
-    "mq:live:as_of",
-    "mq:live:flow:",
-    "mq:live:recount",
-)
+
+
+def _key(name: str) -> str:
+    """A live-counter key of this installation: several MQ Center databases may share one
+    Redis, and each keeps its own counts."""
+    return f"mq:live:{connection.settings_dict['NAME']}:{name}"
+
 CONSOLE_CHANNEL = "mqcenter:console"
 
 Pair = tuple[str, str]
@@ -164,10 +165,10 @@ class LiveStore:
         if self.redis_url:
             pipe = self._redis().pipeline(transaction=False)
             for (topic, group, name), n in pending.items():
-                pipe.hincrby(COUNTS_KEY, _field(topic, group, name), n)
+                pipe.hincrby(_key("counts"), _field(topic, group, name), n)
             for (minute, topic, group, name), n in flow.items():
-                pipe.hincrby(f"{FLOW_KEY}{minute}", _field(topic, group, name), n)
-                pipe.expire(f"{FLOW_KEY}{minute}", FLOW_TTL_SECONDS)
+                pipe.hincrby(_key(f"flow:{minute}"), _field(topic, group, name), n)
+                pipe.expire(_key(f"flow:{minute}"), FLOW_TTL_SECONDS)
             pipe.execute()
         else:
             with self._lock:
@@ -190,10 +191,10 @@ class LiveStore:
         }
         if self.redis_url:
             pipe = self._redis().pipeline(transaction=True)
-            pipe.delete(COUNTS_KEY)
+            pipe.delete(_key("counts"))
             if mapping:
-                pipe.hset(COUNTS_KEY, mapping=mapping)  # type: ignore[arg-type]
-            pipe.set(AS_OF_KEY, repr(as_of))
+                pipe.hset(_key("counts"), mapping=mapping)  # type: ignore[arg-type]
+            pipe.set(_key("as_of"), repr(as_of))
             pipe.execute()
         else:
             with self._lock:
@@ -203,8 +204,8 @@ class LiveStore:
     def read(self) -> tuple[dict[Pair, dict[str, int]], float | None]:
         if self.redis_url:
             pipe = self._redis().pipeline(transaction=False)
-            pipe.hgetall(COUNTS_KEY)
-            pipe.get(AS_OF_KEY)
+            pipe.hgetall(_key("counts"))
+            pipe.get(_key("as_of"))
             raw, as_of = pipe.execute()
             fields = {k.decode(): int(v) for k, v in raw.items()}
             stamp = float(as_of) if as_of else None
@@ -221,7 +222,7 @@ class LiveStore:
         if self.redis_url:
             pipe = self._redis().pipeline(transaction=False)
             for minute in minutes:
-                pipe.hgetall(f"{FLOW_KEY}{minute}")
+                pipe.hgetall(_key(f"flow:{minute}"))
             per_minute = [{k.decode(): int(v) for k, v in raw.items()} for raw in pipe.execute()]
         else:
             with self._lock:
@@ -237,7 +238,7 @@ class LiveStore:
     def claim_recount(self) -> bool:
         """Whether this reader counts the backlog now: one reader every 10 s at most."""
         if self.redis_url:
-            return bool(self._redis().set(RECOUNT_KEY, "1", nx=True, ex=10))
+            return bool(self._redis().set(_key("recount"), "1", nx=True, ex=10))
         with self._lock:
             if time.time() - self._local_recount_at < 10:
                 return False
@@ -257,7 +258,7 @@ class LiveStore:
             )
         if self.redis_url:
             client = self._redis()
-            client.delete(COUNTS_KEY, AS_OF_KEY, RECOUNT_KEY, *client.scan_iter(f"{FLOW_KEY}*"))
+            client.delete(_key("counts"), _key("as_of"), _key("recount"), *client.scan_iter(_key("flow:*")))
 
     def _redis(self) -> Any:
         if self._client is None:

@@ -29,13 +29,6 @@ ConsoleGrant.objects.create(user=olga, role="operator")
 """
 
 
-def _celery_queue_clear() -> None:
-    """Drop bulk-job tasks a previous, interrupted run left in this suite's queue."""
-    import redis
-
-    redis.Redis.from_url(REDIS_INDEX_URL).delete("celery")
-
-
 class Console:
     """The running console: its URL, an API client with an admin token, and helpers."""
 
@@ -68,7 +61,6 @@ class Console:
 
 @pytest.fixture(scope="session")
 def console() -> Iterator[Console]:
-    _celery_queue_clear()
     port = free_port()
     server = BrokerServer("console_browser", extra_env={
         "REDIS_URL": REDIS_INDEX_URL, "CELERY_BROKER_URL": REDIS_INDEX_URL,

@@ -104,13 +104,13 @@ def test_it_pages_newest_first_without_counting(clients: dict[str, Client], orde
 
 def test_it_filters_by_key_status_text_and_date(clients: dict[str, Client], failed: Message, waiting: Message) -> None:
     admin = clients["admin"]
-    assert f'value="{failed.id}"' in admin.get("/messages/?key=order-42").content.decode()
-    assert f'value="{waiting.id}"' not in admin.get("/messages/?key=order-42").content.decode()
+    assert f'name="ids" value="{failed.id}"' in admin.get("/messages/?key=order-42").content.decode()
+    assert f'name="ids" value="{waiting.id}"' not in admin.get("/messages/?key=order-42").content.decode()
     dead = admin.get("/messages/?status=FAIL,TIMEOUT").content.decode()
-    assert f'value="{failed.id}"' in dead and f'value="{waiting.id}"' not in dead
-    assert f'value="{waiting.id}"' in admin.get("/messages/?text=43").content.decode()
+    assert f'name="ids" value="{failed.id}"' in dead and f'name="ids" value="{waiting.id}"' not in dead
+    assert f'name="ids" value="{waiting.id}"' in admin.get("/messages/?text=43").content.decode()
     assert "No messages match." in admin.get("/messages/?added_after=2999-01-01T00:00").content.decode()
-    assert f'value="{failed.id}"' in admin.get(f"/messages/?id={failed.id}").content.decode()
+    assert f'name="ids" value="{failed.id}"' in admin.get(f"/messages/?id={failed.id}").content.decode()
     bad = admin.get("/messages/?added_after=yesterday").content.decode()
     assert "added_after" in bad and "No messages match." in bad
 

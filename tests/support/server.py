@@ -113,6 +113,9 @@ class BrokerServer:
             "DATABASE_URL": self.database_url,
             "REDIS_URL": REDIS_URL,
             "MQ_VAR_DIR": str(ROOT / "var" / f"e2e-{name}"),
+            # Its own Celery queue: a worker started for another server (another test, another
+            # xdist worker) on the same Redis never takes this one's jobs.
+            "CELERY_TASK_DEFAULT_QUEUE": f"mq-{self.database}",
             "MQ_HEARTBEAT_SECONDS": "2",
             # Each broker heartbeats its waiting pulls this often (`waiting_pulls`).
             "MQ_LEASE_RECOVERY_SECONDS": "0.2",
