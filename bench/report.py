@@ -32,6 +32,31 @@ def _ratio(a: dict[str, Any] | None, b: dict[str, Any] | None) -> float | None:
     return a["median"] / b["median"] if a and b and b["median"] else None
 
 
+def _fanout_rows(f: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    """Publishes to 1, 2 and 4 subscribed groups (target: N groups cost at most N times one,
+    i.e. rows/s at least the single group's), and end-to-end per copy with 2 groups."""
+    rows: list[tuple[str, str, str, str, str]] = []
+    fan = f.get("mq_fanout_produce")
+    if fan:
+        one = fan["groups"]["1"]["rows_per_s"]
+        for n in ("1", "2", "4"):
+            g = fan["groups"].get(n)
+            if g is None:
+                continue
+            r = _ratio(g["rows_per_s"], one)
+            rows.append((f"publish to {n} group{'s' if n != '1' else ''}, publishes/s (rows/s)",
+                         f"{_fmt(g['publishes_per_s'])} ({_fmt(g['rows_per_s'])})",
+                         "rows/s vs 1 group: " + (f"{r:.2f}" if r else "—"),
+                         "rows/s ≥ 1 group's", _verdict(r >= 1.0 if r else None)))
+    e2e, db = f.get("mq_fanout_e2e"), f.get("dblimit_claim_ack")
+    if e2e:
+        r = _ratio(e2e, db)
+        rows.append(("end-to-end with 2 groups, copies/s", _fmt(e2e),
+                     f"DB limit claim+ack {_fmt(db)}; ratio " + (f"{r:.2f}" if r else "—"),
+                     "≥ 0.5 x DB limit", _verdict(r >= 0.5 if r else None)))
+    return rows
+
+
 def table(data: dict[str, Any]) -> str:
     f = data.get("figures", {})
     rows: list[tuple[str, str, str, str, str]] = []  # figure, MQ Center, baseline, target, verdict
@@ -68,6 +93,7 @@ def table(data: dict[str, Any]) -> str:
         rows.append(("  where the CPU goes, µs per message", split, "2 cores = 2,000,000 µs/s", "info", ""))
 
     rows += postgres_rows(f, _fmt, _ratio, _verdict)
+    rows += _fanout_rows(f)
 
     lat, cel = f.get("mq_latency"), f.get("celery_latency")
     if lat:
