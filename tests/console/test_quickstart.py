@@ -9,6 +9,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,9 @@ def test_it_prints_lines_that_ack_the_message_they_produced_on_the_chosen_port(
         )
         try:
             wait_for_healthz(f"http://127.0.0.1:{port}", proc, output=log.read_text)
+            deadline = time.monotonic() + 30  # "ready" is printed once the broker answers
+            while "MQ Center is ready." not in log.read_text() and time.monotonic() < deadline:
+                time.sleep(0.1)
             script = _printed_shell(log.read_text())
             assert f"MQ_BASE=http://127.0.0.1:{port} " in script
             done = subprocess.run(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -25,6 +26,7 @@ from mqcenter.management.commands.runbroker import port_problem
 from topics.services import token_create
 
 # Reads the first message's id from a pull's answer (the one to acknowledge).
+READY_TIMEOUT_SECONDS = 120
 FIRST_ID = """python3 -c 'import json,sys; print(json.load(sys.stdin)["messages"][0]["id"])'"""
 
 
@@ -65,17 +67,18 @@ class Command(BaseCommand):
             call_command("setup_maintenance", verbosity=0)
         username, password, token = self._credentials()
         base = f"http://{options['host']}:{options['port']}"
-        self.stdout.write(self.style.SUCCESS("\nMQ Center is ready.\n"))
-        self.stdout.write(
-            f"  Console     {base}/   (login: {username} / {password})\n"
+        ready = (
+            self.style.SUCCESS("\nMQ Center is ready.\n")
+            + f"\n  Console     {base}/   (login: {username} / {password})\n"
             f"  API docs    {base}/api/docs/\n"
             f"  API token   {token}\n"
             f"  (saved in {self._secrets_file()})\n\n" + examples(base=base, token=token) + "\n"
+            + self._reports_line() + "\n\n"
         )
-        self.stdout.write(self._reports_line() + "\n\n")
         if options["setup_only"]:
+            self.stdout.write(ready)
             return
-        self._run(options)
+        self._run(options, ready)
 
     def _reports_line(self) -> str:
         """Whether the Spark reports can run here, and if not, what they need (the SQLite
@@ -115,7 +118,7 @@ class Command(BaseCommand):
         path.chmod(0o600)
         return username, password, token
 
-    def _run(self, options: dict[str, Any]) -> None:
+    def _run(self, options: dict[str, Any], ready: str) -> None:
         python = sys.executable
         manage = str(Path(settings.BASE_DIR) / "manage.py")
         procs: list[subprocess.Popen[bytes]] = []
@@ -138,6 +141,15 @@ class Command(BaseCommand):
         )
 
         names = ["broker"] if options["no_celery"] else ["Celery worker", "Celery beat", "broker"]
+        # "Ready" once the broker answers on its port, so the printed lines work when pasted.
+        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+        while procs[-1].poll() is None and time.monotonic() < deadline:
+            if not _accepts(options["host"], options["port"]):
+                time.sleep(0.2)  # polling until the broker listens
+                continue
+            self.stdout.write(ready)
+            self.stdout.flush()
+            break
         asked_to_stop: list[bool] = []
 
         def stop(*_: Any) -> None:
@@ -171,6 +183,16 @@ class Command(BaseCommand):
                 if proc.returncode != -signal.SIGTERM
             )
             raise CommandError(f"MQ Center stopped: the {ended} process ended.")
+
+
+def _accepts(host: str, port: int) -> bool:
+    """Whether something accepts connections on host:port (a connect, never a bind: a bind
+    could take the port from under the starting broker)."""
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
 
 
 def _commands() -> set[str]:
