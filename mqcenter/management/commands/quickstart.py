@@ -141,15 +141,6 @@ class Command(BaseCommand):
         )
 
         names = ["broker"] if options["no_celery"] else ["Celery worker", "Celery beat", "broker"]
-        # "Ready" once the broker answers on its port, so the printed lines work when pasted.
-        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-        while procs[-1].poll() is None and time.monotonic() < deadline:
-            if not _accepts(options["host"], options["port"]):
-                time.sleep(0.2)  # polling until the broker listens
-                continue
-            self.stdout.write(ready)
-            self.stdout.flush()
-            break
         asked_to_stop: list[bool] = []
 
         def stop(*_: Any) -> None:
@@ -163,6 +154,14 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGTERM, stop_asked)
         try:
+            # "Ready" once the broker answers on its port, so the printed lines work when pasted.
+            deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+            while procs[-1].poll() is None and time.monotonic() < deadline:
+                if _accepts(options["host"], options["port"]):
+                    self.stdout.write(ready)
+                    self.stdout.flush()
+                    break
+                time.sleep(0.2)  # polling until the broker listens
             while all(proc.poll() is None for proc in procs):
                 time.sleep(0.5)
         except KeyboardInterrupt:
