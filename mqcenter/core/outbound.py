@@ -204,8 +204,11 @@ def url_check(*, url: Any, allowed: AllowList, biz: str | None, field: str, what
     port = port if port is not None else DEFAULT_PORTS[parts.scheme]
     host = host.rstrip(".")
     if not allowed.host_ok(scheme=parts.scheme, host=host, port=port, biz=biz):
-        raise InvalidRequest(f"{what}'s host {host!r} (port {port}) is not in {allowed.setting}.",
-                             details={"field": field})
+        if any(allowed.host_ok(scheme=parts.scheme, host=host, port=p, biz=biz) for p in (80, 443)):
+            raise InvalidRequest(f"{what}'s port {port} is not allowed for host {host!r} in {allowed.setting} "
+                                 "(an entry without a port allows the scheme's default port only).",
+                                 details={"field": field})
+        raise InvalidRequest(f"{what}'s host {host!r} is not in {allowed.setting}.", details={"field": field})
     path = parts.path or "/"
     return Target(url=url, scheme=parts.scheme, host=host, port=port, path=f"{path}?{parts.query}" if parts.query else path)
 
