@@ -3,8 +3,8 @@ message's status and trace.
 
 The browser opens `/ws/console/...` with its session cookie; the socket renders the page's
 live part and pushes the HTML fragment when it changed (console.js swaps it in). It renders
-again when the live counters signal a change of the pairs it shows (messages/services/
-live.py: within a second of a produce or an ack), at most once per THROTTLE_SECONDS, and
+again when the live counters signal a change of the pairs it shows (messages/stats/live.py:
+within a second of a produce or an ack), at most once per THROTTLE_SECONDS, and
 every LIVE_SECONDS in any case (what no signal covers: consumers, brokers, a message's
 trace). Reads go through the same selectors and role checks as the pages, with the session
 and the user read again each time: the socket closes (4403) within LIVE_SECONDS of a
@@ -59,7 +59,7 @@ class ConsoleLiveSocket(AsyncWebsocketConsumer):
         self.changed = asyncio.Event()
         pairs = await database_sync_to_async(self.pairs)()
         if pairs:
-            from messages.services.live import live_listen
+            from messages.stats.live import live_listen
 
             loop, changed = asyncio.get_running_loop(), self.changed
 

@@ -10,7 +10,8 @@ from typing import Any, ClassVar
 from django.conf import settings
 from django.db.models import Model, Q, QuerySet
 
-from messages.models import DEAD_STATUSES, MAX_PRIORITY, Message, MessageArchive, Status
+from messages.archive.models import MessageArchive
+from messages.models import DEAD_STATUSES, MAX_PRIORITY, Message, Status
 from mqcenter.core.auth import Principal
 from mqcenter.core.dates import parse_iso_datetime
 from mqcenter.core.errors import InvalidRequest

@@ -1,5 +1,6 @@
-"""Console pages for messages: search, detail with trace, edit, add, actions, bulk jobs,
-dead letters. Thin doors: reads go through selectors, writes through services."""
+"""Console pages for messages: search, detail with trace, edit, add, one message's actions,
+and the activity pages (scheduled, retrying, in flight by consumer). Thin doors: reads go
+through selectors, writes through services."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ from django.contrib import messages as flash
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy, ngettext, pgettext_lazy
+from django.utils.translation import gettext_lazy, pgettext_lazy
 from django.views.decorators.http import require_POST
 
-from messages import selectors, services, validation
-from messages.filters import MessageFilter, filter_readable
-from messages.models import DEAD_STATUSES, MAX_PRIORITY, BulkJob, Message
-from messages.services.move import messages_move
+from messages import selectors, services
+from messages.delivery import validation
+from messages.filters import MessageFilter
+from messages.models import DEAD_STATUSES, MAX_PRIORITY, Message
+from messages.operations import bulk
 from mqcenter.console import (
     datetime_local,
     form_errors,
@@ -58,7 +60,6 @@ TRACE_EVENT_NAMES = [
     pgettext_lazy("trace event", "Cancelled"),
     pgettext_lazy("trace event", "Moved"),
 ]
-BULK_ACTIONS = {"redrive", "requeue", "delete", "cancel", "move"}
 
 
 def filter_params(source: Any, names: tuple[str, ...] = FILTER_FIELDS) -> dict[str, str]:
@@ -125,53 +126,6 @@ def visible_topic_names(request: HttpRequest) -> list[str]:
     return list(rows.order_by("name").values_list("name", flat=True)[:1000])
 
 
-@require_POST
-@console_view(ConsoleRole.OPERATOR)
-def messages_bulk(request: HttpRequest) -> HttpResponse:
-    """Redrive, requeue, cancel, delete or move the selected messages or everything matching a filter."""
-    action = request.POST.get("action", "")
-    if action not in BULK_ACTIONS:
-        raise InvalidRequest(_("Choose redrive, requeue, cancel, delete or move."), details={"field": "action"})
-    params = filter_params(request.POST)
-    principal = request.console.principal
-    if request.POST.get("scope") == "filter":
-        target: dict[str, Any] = {"filter": filter_parse(params)}
-    else:
-        raw_ids = [id_from_form(v) for v in request.POST.getlist("ids")]
-        if not raw_ids:
-            raise InvalidRequest(_("Select at least one message, or act on the whole filter."))
-        target = {"ids": validation.ids_list(raw_ids)}
-    if action == "move":
-        return _move(request, target, params)
-    if action == "delete":
-        result = services.messages_delete(principal=principal, **target)
-    elif action == "cancel":
-        result = services.messages_cancel(principal=principal, **target)
-    else:
-        result = services.messages_requeue(principal=principal, dead_only=action == "redrive", **target)
-    if "job" in result:
-        return htmx_redirect(request, reverse("console:job", args=[result["job"]]))
-    done = {"redrive": ngettext("Redrove %(n)s message.", "Redrove %(n)s messages.", result["count"]),
-            "requeue": ngettext("Requeued %(n)s message.", "Requeued %(n)s messages.", result["count"]),
-            "delete": ngettext("Deleted %(n)s message.", "Deleted %(n)s messages.", result["count"]),
-            "cancel": ngettext("Cancelled %(n)s message.", "Cancelled %(n)s messages.", result["count"])}[action]
-    flash.success(request, done % {"n": result["count"]})
-    return htmx_redirect(request, reverse("console:messages") + query_string(params))
-
-
-def _move(request: HttpRequest, target: dict[str, Any], params: dict[str, str]) -> HttpResponse:
-    to_topic = validation.name(request.POST.get("to_topic", "").strip(), "to_topic")
-    to_group = validation.name(request.POST.get("to_group", "").strip(), "to_group")
-    result = messages_move(principal=request.console.principal, to_topic=to_topic, to_group=to_group, **target)
-    if "job" in result:
-        return htmx_redirect(request, reverse("console:job", args=[result["job"]]))
-    skipped = ", ".join(f"{s['id']} ({s['reason']})" for s in result["skipped"][:20])
-    moved = ngettext("Moved %(n)s message to %(to)s.", "Moved %(n)s messages to %(to)s.", result["count"])
-    flash.success(request, moved % {"n": result["count"], "to": f"{to_topic}/{to_group}"}
-                  + (" " + _("Skipped: %(ids)s.") % {"ids": skipped} if skipped else ""))
-    return htmx_redirect(request, reverse("console:messages") + query_string(params))
-
-
 def id_from_form(value: str) -> int:
     try:
         return int(value)
@@ -207,7 +161,7 @@ def _detail_page(request: HttpRequest, message: Any, trace: list[Any], *, edit: 
     context = detail_context(request, message, trace)
     context.update({
         "may_write": can_write(request, message.topic),
-        "status_edit_choices": services.operations.EDITABLE_STATUSES,
+        "status_edit_choices": services.EDITABLE_STATUSES,
         "edit": edit or {"data": context["data_pretty"], "status": "",
                          "effect_time": datetime_local(message.effect_time), "retry_remaining": message.retry_remaining},
         "errors": errors or {},
@@ -226,7 +180,7 @@ def _edit_changes(message: Any, post: Any) -> dict[str, Any]:
     for a bad one)."""
     changes: dict[str, Any] = {}
     if "data" in post:
-        text = services.data_text(json_from_form(post["data"], "data"))
+        text = validation.data_text(json_from_form(post["data"], "data"))
         if len(text.encode()) > settings.MQ_MAX_DATA_BYTES:
             raise InvalidRequest(_("data is larger than %(n)s bytes.") % {"n": settings.MQ_MAX_DATA_BYTES},
                                  details={"field": "data"})
@@ -279,10 +233,10 @@ def message_action(request: HttpRequest, message_id: int, action: str) -> HttpRe
         flash.success(request, _("Cancelled message %(id)s.") % {"id": message_id})
         return htmx_redirect(request, reverse("console:message", args=[message_id]))
     if action == "delete":
-        services.messages_delete(principal=principal, ids=[message_id])
+        bulk.messages_delete(principal=principal, ids=[message_id])
         flash.success(request, _("Deleted message %(id)s.") % {"id": message_id})
         return htmx_redirect(request, reverse("console:messages"))
-    result = services.messages_requeue(principal=principal, ids=[message_id], dead_only=action == "redrive")
+    result = bulk.messages_requeue(principal=principal, ids=[message_id], dead_only=action == "redrive")
     if result.get("count"):
         flash.success(request, _("Message %(id)s is queued again (NEW, effective now).") % {"id": message_id})
     else:
@@ -323,28 +277,27 @@ def message_add(request: HttpRequest) -> HttpResponse:
                        status=status)
 
 
-# --- bulk jobs ---------------------------------------------------------------------------
+# --- activity ----------------------------------------------------------------------------
 
 
 @console_view(ConsoleRole.VIEWER)
-def job_list(request: HttpRequest) -> HttpResponse:
-    principal = request.console.principal
-    rows = BulkJob.objects.order_by("-id")
-    jobs = [j for j in rows[:200] if principal.biz_ids is None or j.biz_ids == sorted(principal.biz_ids)][:50]
-    return render_page(request, "messages/jobs.html", {"jobs": [(j, filter_readable(j.filter)) for j in jobs]})
+def scheduled(request: HttpRequest) -> HttpResponse:
+    rows = selectors.messages_scheduled(principal=request.console.principal)
+    return render_page(request, "messages/activity_list.html", {"rows": rows, "title": _("Scheduled messages"),
+                                                                "what": _("NEW messages due later, soonest first")})
 
 
 @console_view(ConsoleRole.VIEWER)
-def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
-    job = services.bulk_job_get(principal=request.console.principal, job_id=job_id)
-    percent = 100 if job.state == BulkJob.State.DONE else (
-        min(99, int(job.processed * 100 / job.total)) if job.total else 0)
-    flat = {k: (",".join(v) if isinstance(v, list) else v) for k, v in job.filter.items()}
-    # A dead-letter group's reason and a move's target are not message filters: the list
-    # link leaves them out.
-    listed = {k: v for k, v in flat.items() if k not in ("reason", "to_topic", "to_group")}
-    return render_page(request, "messages/job.html", {
-        "job": job, "percent": percent, "finished": job.state in (BulkJob.State.DONE, BulkJob.State.FAILED),
-        "filter_query": query_string(listed),
-        "filter_text": filter_readable(job.filter),
-    }, partial="progress")
+def retrying(request: HttpRequest) -> HttpResponse:
+    rows = selectors.messages_retrying(principal=request.console.principal)
+    return render_page(request, "messages/activity_list.html", {
+        "rows": rows, "title": _("Retrying messages"),
+        "what": _("delivered before and waiting for their next try (from the newest %(n)s waiting messages)")
+        % {"n": selectors.SCAN_BOUND},
+    })
+
+
+@console_view(ConsoleRole.VIEWER)
+def in_flight(request: HttpRequest) -> HttpResponse:
+    consumers = selectors.consumers_in_flight(principal=request.console.principal)
+    return render_page(request, "messages/in_flight.html", {"consumers": consumers})

@@ -17,8 +17,8 @@ from typing import Any
 
 from django.utils import timezone
 
-from messages.selectors import stats_series
-from messages.services.stats import minute_of
+from messages.stats.flush import minute_of
+from messages.stats.selectors import stats_series
 from mqcenter.core.auth import Principal
 from mqcenter.core.errors import InvalidRequest
 

@@ -16,7 +16,7 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse, reverse_lazy
 from django.utils.translation import gettext as _
 
-from messages.models import BulkJob
+from messages.operations.models import BulkJob
 from mqcenter.audit_display import audit_changes, audit_target
 from mqcenter.console import form_errors, htmx_redirect, int_from_form, query_string, render_page
 from mqcenter.core.errors import InvalidRequest, MQError

@@ -30,13 +30,13 @@ def visible_topic_names(principal: Principal) -> set[str] | None:
 def backlog_overview(*, principal: Principal, topic: str | None = None) -> tuple[list[dict[str, Any]], Any]:
     """Per (topic, group): waiting (NEW), in flight, dead and the oldest waiting age.
 
-    The counts are the live counters (messages/services/live.py: fresh within a second,
+    The counts are the live counters (messages/stats/live.py: fresh within a second,
     set from the database by the flush job); the oldest age comes from the flush job's
     latest backlog snapshot when one is at most SNAPSHOT_MAX_AGE old. The hot table is
     never counted here. Returns the rows and None (the counts are live).
     """
-    from messages.models import StatsBucket
-    from messages.services.stats import backlog_live
+    from messages.stats.flush import backlog_live
+    from messages.stats.models import StatsBucket
 
     visible = visible_topic_names(principal)
     counts, _as_of = backlog_live()
@@ -62,9 +62,9 @@ def flow_totals(*, principal: Principal, since: datetime, until: datetime,
     """Produced and acked per (topic, group) over [since, until): the flush job's buckets,
     and for the last minutes the live counters where they have more (the buckets lag the
     flush job by up to its interval)."""
-    from messages.models import StatsBucket
-    from messages.services.live import live_flow
-    from messages.services.stats import bucket_totals
+    from messages.stats.flush import bucket_totals
+    from messages.stats.live import live_flow
+    from messages.stats.models import StatsBucket
 
     visible = visible_topic_names(principal)
     topics = [topic] if topic else (sorted(visible) if visible is not None else None)
@@ -93,7 +93,7 @@ def rates_by_group(*, principal: Principal, minutes: int = 5) -> dict[tuple[str,
     (topic, group), from the stats buckets (one GROUP BY over a few hundred rows)."""
     from django.db.models import Sum
 
-    from messages.models import StatsBucket
+    from messages.stats.models import StatsBucket
     from topics.models import Topic
 
     rows = StatsBucket.objects.filter(minute__gte=timezone.now() - timedelta(minutes=minutes))

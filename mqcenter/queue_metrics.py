@@ -40,7 +40,7 @@ COUNTERS = (
 
 def queue_snapshots() -> dict[tuple[str, str], dict[str, Any]]:
     """The latest backlog snapshot of each (topic, group), if recent."""
-    from messages.models import StatsBucket
+    from messages.stats.models import StatsBucket
 
     rows = StatsBucket.objects.filter(minute__gte=timezone.now() - SNAPSHOT_MAX_AGE, deliverable__isnull=False)
     latest: dict[tuple[str, str], dict[str, Any]] = {}
@@ -51,7 +51,7 @@ def queue_snapshots() -> dict[tuple[str, str], dict[str, Any]]:
 
 class QueueCollector(Collector):
     def collect(self) -> Iterator[Any]:
-        from messages.models import StatsBucket
+        from messages.stats.models import StatsBucket
         from registry.models import ConsumerInstance
         from registry.services import online_cutoff
 

@@ -99,7 +99,8 @@ ASGI_APPLICATION = "mqcenter.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        # The project's pages, then each messages/ capability's own (its templates/ folder).
+        "DIRS": [BASE_DIR / "templates", *sorted((BASE_DIR / "messages").glob("*/templates"))],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -170,7 +171,7 @@ if REDIS_URL:
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 # No channel layer: no socket sends to another. Console pages are signalled by the live
-# counters' Redis pub/sub (messages/services/live.py) and re-read them, SDK wake-ups ride
+# counters' Redis pub/sub (messages/stats/live.py) and re-read them, SDK wake-ups ride
 # registry/wakeups.py, so a WebSocket does not depend on a channel layer and survives a Redis
 # restart (it falls back to re-reading every 2 seconds).
 CHANNEL_LAYERS: dict[str, dict[str, object]] = {}
@@ -314,7 +315,7 @@ MQ_CONSOLE_ORIGINS = [o.strip() for o in os.environ.get("MQ_CONSOLE_ORIGINS", ""
 MQ_TRUSTED_PROXIES = [a.strip() for a in os.environ.get("MQ_TRUSTED_PROXIES", "").split(",") if a.strip()]
 MQ_REDRIVE_SYNC_LIMIT = env_int("MQ_REDRIVE_SYNC_LIMIT", 10000)
 
-# --- maintenance (Celery beat jobs; see messages/services/maintenance.py) ----------------
+# --- maintenance (Celery beat jobs: each messages/ slice's tasks.py; setup_maintenance) ----
 # Archived messages (and their trace) are purged this many days after archiving.
 MQ_ARCHIVE_RETENTION_DAYS = env_int("MQ_ARCHIVE_RETENTION_DAYS", 90)
 # Archived history as Parquet for the Spark reports: messages/ and traces/ under this
@@ -335,7 +336,7 @@ MQ_ALARM_PERIOD_MINUTES = env_int("MQ_ALARM_PERIOD_MINUTES", 60)
 MQ_OUTBOUND_PER_BIZ = env_int("MQ_OUTBOUND_PER_BIZ", 4)
 MQ_OUTBOUND_CONCURRENCY = env_int("MQ_OUTBOUND_CONCURRENCY", 32)
 
-# --- alarm webhooks (topics/webhooks.py, messages/services/alarm_webhooks.py) ---------------
+# --- alarm webhooks (topics/webhooks.py, messages/alarms/webhooks.py) ---------------
 # The only hosts (host or host:port) a topic's alarm webhooks may name; empty: no webhook
 # target can be saved, so a topic admin cannot make the broker call arbitrary addresses.
 MQ_ALARM_WEBHOOK_HOSTS = env_list("MQ_ALARM_WEBHOOK_HOSTS")
@@ -344,13 +345,13 @@ MQ_ALARM_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("MQ_ALARM_WEBHOOK_TIMEOU
 MQ_ALARM_WEBHOOK_RETRIES = env_int("MQ_ALARM_WEBHOOK_RETRIES", 5)
 MQ_ALARM_WEBHOOK_BACKOFF_SECONDS = float(os.environ.get("MQ_ALARM_WEBHOOK_BACKOFF_SECONDS", "30"))
 
-# --- message semantics (messages/services/produce.py, acks.py) -----------------------------
+# --- message semantics (messages/delivery/produce.py, acks.py) -----------------------------
 # A produce refused by a topic's max_backlog (429 backlog_full) says to retry after this.
 MQ_BACKLOG_RETRY_AFTER_SECONDS = env_int("MQ_BACKLOG_RETRY_AFTER_SECONDS", 5)
 # The longest snooze an ack may ask for (status RETRY with delay_seconds).
 MQ_MAX_SNOOZE_SECONDS = env_int("MQ_MAX_SNOOZE_SECONDS", 86400)
 
-# --- transactional messages (messages/services/transactions.py) ---------------------------
+# --- transactional messages (messages/transactions/services.py) ---------------------------
 # The only hosts (host or host:port) a check-back may call; empty: transactional produce is
 # refused, so a token cannot make the broker call arbitrary addresses.
 MQ_TRANSACTION_CHECK_HOSTS = env_list("MQ_TRANSACTION_CHECK_HOSTS")

@@ -9,19 +9,24 @@ from django.views.i18n import set_language
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from messages import api as messages_api
-from messages import archive_api, schedules_api, transactions_api
+from messages.archive import api as archive_api
+from messages.delivery import api as delivery_api
+from messages.operations import api as operations_api
+from messages.schedules import api as schedules_api
+from messages.stats import api as stats_api
+from messages.transactions import api as transactions_api
 from mqcenter.core import ops
 from registry import api as registry_api
 from topics import api as topics_api
 from topics import group_api
 
 api_v1 = [
-    path("messages", messages_api.MessagesView.as_view(), name="messages"),
-    path("messages/redrive", messages_api.RedriveView.as_view(), name="messages-redrive"),
-    path("messages/requeue", messages_api.RequeueView.as_view(), name="messages-requeue"),
-    path("messages/delete", messages_api.BulkDeleteView.as_view(), name="messages-delete"),
-    path("messages/cancel", messages_api.BulkCancelView.as_view(), name="messages-cancel"),
-    path("messages/move", archive_api.MoveView.as_view(), name="messages-move"),
+    path("messages", delivery_api.MessagesView.as_view(), name="messages"),
+    path("messages/redrive", operations_api.RedriveView.as_view(), name="messages-redrive"),
+    path("messages/requeue", operations_api.RequeueView.as_view(), name="messages-requeue"),
+    path("messages/delete", operations_api.BulkDeleteView.as_view(), name="messages-delete"),
+    path("messages/cancel", operations_api.BulkCancelView.as_view(), name="messages-cancel"),
+    path("messages/move", operations_api.MoveView.as_view(), name="messages-move"),
     path("messages/<int:message_id>", messages_api.MessageDetailView.as_view(), name="message-detail"),
     path("messages/<int:message_id>/cancel", messages_api.MessageCancelView.as_view(), name="message-cancel"),
     path("archive/messages", archive_api.ArchiveMessagesView.as_view(), name="archive-messages"),
@@ -33,12 +38,12 @@ api_v1 = [
     path("schedules", schedules_api.SchedulesView.as_view(), name="schedules"),
     path("schedules/<int:schedule_id>", schedules_api.ScheduleView.as_view(), name="schedule"),
     path("schedules/<int:schedule_id>/run", schedules_api.ScheduleRunView.as_view(), name="schedule-run"),
-    path("jobs/<int:job_id>", messages_api.JobView.as_view(), name="job-detail"),
-    path("pull", messages_api.PullView.as_view(), name="pull"),
-    path("ack", messages_api.AckView.as_view(), name="ack"),
-    path("extend", messages_api.ExtendView.as_view(), name="extend"),
-    path("release", messages_api.ReleaseView.as_view(), name="release"),
-    path("stats", messages_api.StatsView.as_view(), name="stats"),
+    path("jobs/<int:job_id>", operations_api.JobView.as_view(), name="job-detail"),
+    path("pull", delivery_api.PullView.as_view(), name="pull"),
+    path("ack", delivery_api.AckView.as_view(), name="ack"),
+    path("extend", delivery_api.ExtendView.as_view(), name="extend"),
+    path("release", delivery_api.ReleaseView.as_view(), name="release"),
+    path("stats", stats_api.StatsView.as_view(), name="stats"),
     path("biz", topics_api.BizListView.as_view(), name="biz-list"),
     path("biz/<int:biz_id>", topics_api.BizDetailView.as_view(), name="biz-detail"),
     path("topics", topics_api.TopicListView.as_view(), name="topic-list"),

@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from messages import validation
+from messages.delivery import validation
 from messages.serializers import ErrorSerializer
 from mqcenter.core.errors import InvalidRequest
 from registry import services

@@ -26,7 +26,7 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from messages import validation
+from messages.delivery import validation
 from mqcenter.core.auth import Principal, principal_for_token, principal_for_token_now
 from mqcenter.core.errors import Forbidden, MQError, Unauthenticated
 from registry.wakeups import Pair, wakeup_hub

@@ -45,7 +45,7 @@ class BrokerNodeLoop:
             connection.close()
 
     def _run(self) -> None:
-        from messages.services import leases_recover
+        from messages.delivery.lifecycle import leases_recover
         from mqcenter.longpoll import parked_pulls
 
         while not self._stop.is_set():

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from messages.services.live import live_store
+from messages.stats.live import live_store
 from mqcenter.core.auth import token_cache
 from topics.cache import topic_cache
 from topics.models import Biz

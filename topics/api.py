@@ -10,8 +10,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from messages.serializers import NAME_PATTERN, ErrorSerializer
-from messages.services.purge import topic_remove
+from messages.delivery.validation import NAME_PATTERN
+from messages.operations.purge import topic_remove
+from messages.serializers import ErrorSerializer
 from mqcenter.core.auth import IsAdminToken, Principal
 from mqcenter.core.errors import Forbidden, InvalidRequest, NotFound
 from topics import services

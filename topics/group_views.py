@@ -3,7 +3,7 @@ and create, pause or resume, change mode and limits, replay from a time, and del
 confirmation step.
 
 Any role reads; an admin of the topic's business line acts (as for the topic's own pause and
-delete). Every change goes through messages/services/subscriptions.py. Each form is a partial
+delete). Every change goes through messages/subscriptions.py. Each form is a partial
 of topics/groups.html: HTMX swaps it in place (with its inline error, the input kept), a plain
 browser gets it on a page of its own.
 """
@@ -22,9 +22,9 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
-from messages import selectors as message_selectors
-from messages.serializers import NAME_PATTERN
-from messages.services import subscriptions
+from messages import subscriptions
+from messages.delivery.validation import NAME_PATTERN
+from messages.stats import selectors as stats_selectors
 from mqcenter.console import htmx_redirect, int_from_form, moment_from_form, next_path, render_page
 from mqcenter.core.auth import Principal
 from mqcenter.core.errors import Conflict, InvalidRequest, NotFound
@@ -54,7 +54,7 @@ def topic_group(request: HttpRequest, name: str, group: str) -> HttpResponse:
         raise NotFound(f"Group {group!r} of topic {name!r} does not exist.")
     stats = [
         s
-        for s in message_selectors.topic_stats(
+        for s in stats_selectors.topic_stats(
             principal=request.console.principal, topic=topic.name
         )
         if s["group"] == group

@@ -46,7 +46,7 @@ def default_retry_count() -> int:
 
 class LiveTopics(models.Manager["Topic"]):
     """Topics not being deleted: a topic whose purge is under way is gone for every reader,
-    while its row still holds the name (messages/services/purge.py)."""
+    while its row still holds the name (messages/operations/purge.py)."""
 
     def get_queryset(self) -> models.QuerySet[Topic]:
         return super().get_queryset().filter(deleting_at__isnull=True)
@@ -100,7 +100,7 @@ class TopicGroup(models.Model):
     mode = models.CharField(max_length=16, choices=DeliveryMode.choices, default=DeliveryMode.QUEUE)
     created_at = models.DateTimeField(auto_now_add=True)
     subscribed = models.BooleanField(default=True)
-    # Flow control, enforced by the claim under this row's lock (messages/services/claims/gate.py).
+    # Flow control, enforced by the claim under this row's lock (messages/delivery/claims/gate.py).
     paused = models.BooleanField(default=False)
     max_in_flight = models.PositiveIntegerField(null=True, blank=True)  # RUNNING at once; None: no limit
     rate_per_second = models.FloatField(null=True, blank=True)  # deliveries per second; None: no limit
@@ -108,7 +108,7 @@ class TopicGroup(models.Model):
     # The rate limit's token bucket: tokens left when last refilled.
     rate_tokens = models.FloatField(default=0.0)
     rate_refilled_at = models.DateTimeField(null=True, blank=True)
-    # Written at most every few seconds per broker process (messages/services/claims).
+    # Written at most every few seconds per broker process (messages/delivery/claims).
     last_pull_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

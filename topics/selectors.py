@@ -10,7 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from messages.models import Message, Status
-from messages.services.subscriptions import group_status
+from messages.subscriptions import group_status
 from mqcenter.core.auth import Principal
 from registry.models import ConsumerInstance
 from registry.services import online_cutoff

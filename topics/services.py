@@ -107,7 +107,7 @@ def topic_is_deleting(name: str) -> bool:
 
 def topic_require_not_deleting(name: str) -> None:
     """Raise Conflict while a deleted topic of this name is still being purged: the name is
-    free only once nothing of the old topic is left (messages/services/purge.py)."""
+    free only once nothing of the old topic is left (messages/operations/purge.py)."""
     if topic_is_deleting(name):
         raise Conflict(
             f"Topic {name!r} is being deleted; its name is free once the purge finishes.",
@@ -170,7 +170,7 @@ def topic_require_drained(*, topic: Topic) -> None:
 
 def topic_delete(*, actor: str, topic: Topic) -> None:
     """Mark the topic deleted: gone for every reader, its name held until its purge job
-    removes the row (`messages.services.purge.topic_remove` calls this under the topic's
+    removes the row (`messages.operations.purge.topic_remove` calls this under the topic's
     exclusive lock, after `topic_require_drained`)."""
     with transaction.atomic():
         audit_record(actor=actor, action="topic.delete", target=topic, before=_audited(topic_snapshot(topic)))

@@ -18,8 +18,8 @@ from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 from rest_framework import serializers as drf_serializers
 
-from messages.services.alarm_webhooks import alarm_webhook_test
-from messages.services.purge import topic_remove
+from messages.alarms.webhooks import alarm_webhook_test
+from messages.operations.purge import topic_remove
 from mqcenter.console import form_errors, htmx_redirect, next_path, render_page
 from mqcenter.core.auth import Principal
 from mqcenter.core.errors import Forbidden, InvalidRequest, MQError, NotFound

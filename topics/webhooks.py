@@ -1,6 +1,6 @@
 """A topic's alarm webhook targets: where its alarms are posted besides e-mail, and in which
 message format. Stored on the topic as [{"url", "format"}]; delivered by
-messages/services/alarm_webhooks.py."""
+messages/alarms/webhooks.py."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
-import messages.semantics_models
+import messages.transactions.models
 
 
 class Migration(migrations.Migration):
@@ -210,7 +210,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name='Transaction',
             fields=[
-                ('id', models.CharField(default=messages.semantics_models.transaction_id_new, max_length=32, primary_key=True, serialize=False)),
+                ('id', models.CharField(default=messages.transactions.models.transaction_id_new, max_length=32, primary_key=True, serialize=False)),
                 ('biz_id', models.IntegerField(blank=True, null=True)),
                 ('producer', models.CharField(max_length=200)),
                 ('topics', models.JSONField(default=list)),

@@ -9,8 +9,9 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from messages.models import BulkJob, Message, MessageTrace
-from messages.services import bulk_job_run
+from messages.models import Message, MessageTrace
+from messages.operations.bulk import bulk_job_run
+from messages.operations.models import BulkJob
 from mqcenter.models import AuditEntry
 from tests.support.api import ack, expect_error, produce, pull
 

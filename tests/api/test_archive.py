@@ -9,8 +9,10 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from messages.models import BulkJob, Message, MessageArchive, MessageTrace
-from messages.services import bulk_job_run
+from messages.archive.models import MessageArchive
+from messages.models import Message, MessageTrace
+from messages.operations.bulk import bulk_job_run
+from messages.operations.models import BulkJob
 from tests.support.api import ack, expect_error, produce, pull
 from tests.support.archive import archive_messages
 

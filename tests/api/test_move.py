@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from django.test import override_settings
 
-from messages.models import BulkJob, Message, MessageTrace
-from messages.services import bulk_job_run
+from messages.models import Message, MessageTrace
+from messages.operations.bulk import bulk_job_run
+from messages.operations.models import BulkJob
 from tests.conftest import make_api
 from tests.support.api import ack, expect_error, produce, pull
 

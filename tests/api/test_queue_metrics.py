@@ -7,8 +7,8 @@ from datetime import timedelta
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from messages.models import StatsBucket
-from messages.services.stats import minute_of
+from messages.stats.flush import minute_of
+from messages.stats.models import StatsBucket
 from registry.models import ConsumerInstance
 
 

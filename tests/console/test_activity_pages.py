@@ -7,7 +7,9 @@ from typing import Any
 
 from django.utils import timezone
 
-from messages.models import Alarm, MaintenanceRun, Message, Status
+from messages.alarms.models import Alarm
+from messages.maintenance.models import MaintenanceRun
+from messages.models import Message, Status
 from topics.models import Topic
 
 from .conftest import add_message

@@ -10,7 +10,7 @@ import pytest
 from django.test import Client, override_settings
 from django.utils import timezone
 
-from messages.models import Alarm
+from messages.alarms.models import Alarm
 from mqcenter.models import AuditEntry
 from tests.support.api import expect_error
 from tests.support.webhook_server import WebhookServer

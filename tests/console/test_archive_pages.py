@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from messages.models import Message, MessageArchive, Status
+from messages.archive.models import MessageArchive
+from messages.models import Message, Status
 from tests.support.archive import archive_messages
 from topics.models import Topic
 

@@ -9,7 +9,7 @@ import pytest
 from django.test import Client, override_settings
 
 from messages.models import Message, Status
-from messages.services import bulk_job_run
+from messages.operations.bulk import bulk_job_run
 from mqcenter.models import AuditEntry
 from topics.models import Topic
 
@@ -82,7 +82,7 @@ def test_a_bulk_redrive_by_filter_is_one_row_with_its_filter_and_count(
 def test_a_bulk_job_is_one_row_whatever_its_batches(
     clients: dict[str, Client], orders: Topic, monkeypatch: Any
 ) -> None:
-    from messages.services import operations
+    from messages.operations import bulk as operations
 
     monkeypatch.setattr(operations, "BULK_BATCH", 2)  # several batches for 5 messages
     for _ in range(5):
@@ -112,7 +112,7 @@ def test_a_dead_letter_group_action_records_the_group_not_its_ids(
         add_message("orders", Status.FAIL, log=f"bad payload for item {n}")
     groups = clients["operator"].get("/dead/").content.decode()
     assert "bad payload for item" in groups
-    from messages.services.dead_letters import dead_letter_groups
+    from messages.operations.dead_letters import dead_letter_groups
 
     [group], _ = dead_letter_groups(principal=_admin_principal(), topic="orders")
     response = clients["operator"].post(

@@ -7,8 +7,8 @@ from typing import Any
 
 from django.utils import timezone
 
-from messages.models import StatsBucket
-from messages.services.stats import minute_of
+from messages.stats.flush import minute_of
+from messages.stats.models import StatsBucket
 from topics.models import Topic
 
 

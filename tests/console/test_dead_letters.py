@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from messages.models import BulkJob, Message, MessageTrace, Status, TraceEvent
-from messages.services import bulk_job_run
-from messages.services.dead_letter_actions import GROUP_SYNC_LIMIT, dead_letter_group_act
-from messages.services.dead_letters import dead_letter_groups, dead_letter_reason_normalise
+from messages.models import Message, MessageTrace, Status, TraceEvent
+from messages.operations.bulk import bulk_job_run
+from messages.operations.dead_letter_actions import GROUP_SYNC_LIMIT, dead_letter_group_act
+from messages.operations.dead_letters import dead_letter_groups, dead_letter_reason_normalise
+from messages.operations.models import BulkJob
 from mqcenter.core.auth import Principal
 from topics.models import Topic
 

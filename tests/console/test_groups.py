@@ -12,8 +12,9 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from messages.models import BulkJob, Message, Status
-from messages.services.produce import ProduceItem, messages_produce
+from messages.delivery.produce import ProduceItem, messages_produce
+from messages.models import Message, Status
+from messages.operations.models import BulkJob
 from mqcenter.core.auth import Principal
 from mqcenter.models import AuditEntry
 from registry.models import ConsumerInstance

@@ -15,9 +15,9 @@ from django.contrib.auth.models import AnonymousUser
 from django.test import Client
 
 from messages import consumers
+from messages.delivery.produce import messages_produce
+from messages.delivery.validation import produce_item
 from messages.models import Status
-from messages.services.produce import messages_produce
-from messages.validation import produce_item
 from mqcenter.core.auth import Principal
 from mqcenter.routing import websocket_urlpatterns
 from topics.models import Biz, Topic, TopicGroup
@@ -170,7 +170,7 @@ def _counts_become(
 ) -> dict[str, int]:
     """The live counters of `pair` once they equal `expected` (the push runs every
     PUSH_SECONDS in the background), polled with a deadline."""
-    from messages.services.stats import backlog_live as live_counts
+    from messages.stats.flush import backlog_live as live_counts
 
     deadline = time.monotonic() + 5
     while True:
@@ -183,8 +183,9 @@ def _counts_become(
 def test_it_counts_produces_claims_and_acks_as_they_commit(transactional_db: Any) -> None:
     from django.utils import timezone
 
-    from messages.services import AckResult, messages_ack, messages_claim
-    from messages.services.live import live_flow, live_reset
+    from messages.delivery.acks import AckResult, messages_ack
+    from messages.delivery.claims import messages_claim
+    from messages.stats.live import live_flow, live_reset
 
     Topic.objects.create(name="orders", biz=Biz.objects.create(name="shop"), retry_count=0)
     live_reset(snapshot={}, at=timezone.now())  # as the flush job would, on an empty table
@@ -226,8 +227,8 @@ def test_it_counts_produces_claims_and_acks_as_they_commit(transactional_db: Any
 
 
 def test_the_flush_job_sets_the_counters_from_the_database(transactional_db: Any) -> None:
-    from messages.services import stats_flush
-    from messages.services.live import live_counts
+    from messages.stats.flush import stats_flush
+    from messages.stats.live import live_counts
 
     Topic.objects.create(name="orders", biz=Biz.objects.create(name="shop"))
     TopicGroup.objects.create(topic=Topic.objects.get(name="orders"), name="billing")
@@ -251,7 +252,7 @@ def test_reading_the_dashboard_does_not_count_the_message_table(transactional_db
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
-    from messages.services.live import live_reset
+    from messages.stats.live import live_reset
     from mqcenter.dashboard import dashboard_summary
 
     Topic.objects.create(name="orders", biz=Biz.objects.create(name="shop"))
@@ -271,7 +272,7 @@ def test_reading_the_dashboard_does_not_count_the_message_table(transactional_db
 
 
 def test_a_reader_counts_again_when_no_flush_job_set_the_counters(transactional_db: Any) -> None:
-    from messages.services.stats import backlog_live as live_counts
+    from messages.stats.flush import backlog_live as live_counts
 
     Topic.objects.create(name="orders", biz=Biz.objects.create(name="shop"))
     TopicGroup.objects.create(topic=Topic.objects.get(name="orders"), name="billing")
@@ -287,7 +288,7 @@ def test_it_pushes_a_topics_live_counts_only_inside_its_business_line(
 ) -> None:
     from django.utils import timezone
 
-    from messages.services.live import live_reset
+    from messages.stats.live import live_reset
 
     monkeypatch.setattr(consumers, "LIVE_SECONDS", 0.2)
     shop, other = Biz.objects.create(name="shop"), Biz.objects.create(name="other")

@@ -10,8 +10,9 @@ import pytest
 from django.test import Client, override_settings
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from messages.models import BulkJob, Message, MessageTrace, Status
-from messages.services import bulk_job_run
+from messages.models import Message, MessageTrace, Status
+from messages.operations.bulk import bulk_job_run
+from messages.operations.models import BulkJob
 from topics.models import Biz, Topic
 
 from .conftest import add_message, client_for, make_user
@@ -244,9 +245,9 @@ def test_it_reads_backlogs_from_the_live_counters_and_rates_from_stats_buckets(
 ) -> None:
     from django.utils import timezone
 
-    from messages.models import StatsBucket
-    from messages.services.live import live_reset
-    from messages.services.stats import minute_of
+    from messages.stats.flush import minute_of
+    from messages.stats.live import live_reset
+    from messages.stats.models import StatsBucket
 
     minute = minute_of(timezone.now())
     snapshot = {"deliverable": 700, "delayed": 7, "running": 2, "dead": 3, "oldest_deliverable_age_seconds": 42.0}

@@ -11,7 +11,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from messages.models import BulkJob, Message, Schedule, Status
+from messages.models import Message, Status
+from messages.operations.models import BulkJob
+from messages.schedules.models import Schedule
 from mqcenter.models import AuditEntry
 from tests.support.archive import archive_messages
 from topics.models import ApiToken, Biz, Topic

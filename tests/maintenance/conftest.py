@@ -19,8 +19,10 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from messages.delivery.acks import AckResult, messages_ack
+from messages.delivery.claims import messages_claim
+from messages.delivery.produce import ProduceItem, messages_produce
 from messages.models import Message, MessageTrace
-from messages.services import AckResult, ProduceItem, messages_ack, messages_claim, messages_produce
 from mqcenter.core.auth import Principal
 from tests.support.server import stop_processes
 
@@ -59,7 +61,7 @@ def age_messages(ids: list[int], *, days: float) -> None:
 def settle_trace() -> None:
     """The flush counts trace rows (and message rows, for "produced") only once they are
     SETTLE_SECONDS old: age them all."""
-    from messages.services.stats import SETTLE_SECONDS
+    from messages.stats.flush import SETTLE_SECONDS
 
     settled = timezone.now() - timedelta(seconds=SETTLE_SECONDS + 1)
     MessageTrace.objects.filter(at__gt=settled).update(at=settled)

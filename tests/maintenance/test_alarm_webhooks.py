@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from messages.models import Alarm
-from messages.services import alarms_check, stats_flush
-from messages.services.alarm_webhooks import alarm_webhook_deliver
+from messages.alarms.models import Alarm
+from messages.alarms.services import alarms_check
+from messages.alarms.webhooks import alarm_webhook_deliver
+from messages.stats.flush import stats_flush
 from mqcenter.core.errors import InvalidRequest
 from tests.maintenance.conftest import CeleryProcesses, produce, wait_for
 from tests.support.webhook_server import WebhookServer

@@ -11,8 +11,10 @@ from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
-from messages.models import Alarm, StatsBucket
-from messages.services import alarms_check, stats_flush
+from messages.alarms.models import Alarm
+from messages.alarms.services import alarms_check
+from messages.stats.flush import stats_flush
+from messages.stats.models import StatsBucket
 from tests.maintenance.conftest import consume, produce, settle_trace
 from topics.models import Topic
 
@@ -137,7 +139,7 @@ def test_it_sends_no_duplicate_when_two_workers_check_at_once() -> None:
 
 @pytest.mark.django_db
 def test_it_lists_recent_alarms_only_for_visible_topics() -> None:
-    from messages.selectors import alarms_recent
+    from messages.alarms.selectors import alarms_recent
     from mqcenter.core.auth import Principal
     from topics.models import Biz
 

@@ -11,10 +11,16 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
+from messages.archive.models import ArchiveExport, MessageArchive
+from messages.archive.selectors import archive_search
+from messages.archive.services import (
+    archive_export,
+    archive_purge,
+    maintenance_cleanup,
+    messages_archive,
+)
 from messages.filters import MessageFilter
-from messages.models import ArchiveExport, Message, MessageArchive, MessageTrace
-from messages.selectors import archive_search
-from messages.services import archive_export, archive_purge, maintenance_cleanup, messages_archive
+from messages.models import Message, MessageTrace
 from registry.models import ConsumerInstance
 from tests.conftest import Api
 from tests.maintenance.conftest import BROKER, age_messages, consume, produce

@@ -12,15 +12,12 @@ from typing import Any
 import pyarrow.dataset as ds
 import pytest
 
-from messages.models import (
-    Alarm,
-    MaintenanceRun,
-    Message,
-    MessageArchive,
-    MessageTrace,
-    StatsBucket,
-)
-from messages.services import messages_claim
+from messages.alarms.models import Alarm
+from messages.archive.models import MessageArchive
+from messages.delivery.claims import messages_claim
+from messages.maintenance.models import MaintenanceRun
+from messages.models import Message, MessageTrace
+from messages.stats.models import StatsBucket
 from tests.maintenance.conftest import (
     BROKER,
     CeleryProcesses,

@@ -7,9 +7,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from messages.models import MaintenanceRun, MessageTrace, StatsBucket
-from messages.selectors import stats_series, topic_stats
-from messages.services import stats_flush
+from messages.maintenance.models import MaintenanceRun
+from messages.models import MessageTrace
+from messages.stats.flush import stats_flush
+from messages.stats.models import StatsBucket
+from messages.stats.selectors import stats_series, topic_stats
 from mqcenter.core.auth import Principal
 from tests.maintenance.conftest import BROKER, consume, minute_ago, produce, settle_trace
 from topics.models import Biz, Topic
@@ -38,8 +40,8 @@ def test_it_counts_produced_succeeded_failed_and_retried_events_per_minute() -> 
 
 
 def test_it_counts_expired_messages_apart_from_failed_ones() -> None:
+    from messages.delivery.expiry import messages_expire
     from messages.models import Message
-    from messages.services.expiry import messages_expire
 
     Topic.objects.create(name="orders")
     ids = produce("orders", 3)
@@ -93,7 +95,7 @@ def test_it_snapshots_the_backlog_per_topic_and_group() -> None:
     produce("orders", 4, group="audit")
     consume("orders", 1, status="FAIL", retry=False)
     claimed = consume  # noqa: F841 - readability
-    from messages.services import messages_claim
+    from messages.delivery.claims import messages_claim
 
     messages_claim(principal=BROKER, topic="orders", group="audit", consumer="c2", max_messages=1)
 
@@ -108,7 +110,7 @@ def test_it_snapshots_the_backlog_per_topic_and_group() -> None:
 def test_it_records_the_watermark_and_last_run() -> None:
     produce("orders", 2)
     settle_trace()
-    from messages.services import maintenance_run
+    from messages.maintenance.runs import maintenance_run
 
     maintenance_run(job="flush", work=stats_flush)
 
@@ -118,7 +120,7 @@ def test_it_records_the_watermark_and_last_run() -> None:
 
 
 def test_it_records_a_failed_run_with_its_error() -> None:
-    from messages.services import maintenance_run
+    from messages.maintenance.runs import maintenance_run
 
     def broken() -> dict[str, int]:
         raise RuntimeError("disk on fire")
@@ -185,8 +187,8 @@ def test_it_purges_buckets_past_the_stats_retention() -> None:
 
 
 def test_it_shows_each_jobs_health_for_the_console() -> None:
-    from messages.selectors import maintenance_health
-    from messages.services import maintenance_run
+    from messages.maintenance.runs import maintenance_run
+    from messages.maintenance.selectors import maintenance_health
 
     maintenance_run(job="flush", work=stats_flush)
 

@@ -41,7 +41,7 @@ def test_it_claims_along_the_claim_index_without_sorting_the_backlog() -> None:
     fill(500, Status.NEW, delay=timedelta(hours=1))  # delayed
     fill(50, Status.NEW)  # deliverable
     fill(2000, Status.NEW, topic="other")
-    from messages import sql
+    from messages.delivery import sql
 
     plan = explain(
         "SELECT id FROM mq_message FORCE INDEX (ix_msg_claim) WHERE topic = %s AND group_name = %s "
@@ -64,7 +64,7 @@ def test_it_claims_by_priority_along_its_index_without_sorting_or_reading_finish
     fill(100, Status.NEW, delay=timedelta(hours=1), priorities=10)  # delayed
     fill(60, Status.NEW, priorities=10)  # deliverable
     fill(2000, Status.NEW, topic="other", priorities=10)
-    from messages import sql
+    from messages.delivery import sql
 
     plan = explain(
         sql.claim_select(by_priority=True, lock=True), ["busy", "default", Status.NEW, timezone.now(), 100]
@@ -89,7 +89,7 @@ def test_it_claims_by_priority_along_its_index_without_sorting_or_reading_finish
 def test_it_finds_the_head_of_a_serial_group_with_one_index_probe() -> None:
     fill(3000, Status.SUCCESS)
     fill(200, Status.NEW)
-    from messages import sql
+    from messages.delivery import sql
 
     plan = explain(
         "SELECT id FROM mq_message FORCE INDEX (ix_msg_order) WHERE topic = %s AND group_name = %s "
@@ -104,7 +104,7 @@ def test_it_finds_the_head_of_a_serial_group_with_one_index_probe() -> None:
 
 
 def test_it_finds_the_first_message_added_since_a_moment_by_binary_search() -> None:
-    from messages import sql
+    from messages.delivery import sql
 
     start = timezone.now() - timedelta(days=10)
     Message.objects.bulk_create([

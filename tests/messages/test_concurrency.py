@@ -13,16 +13,12 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from messages.delivery.acks import AckResult, messages_ack
+from messages.delivery.claims import messages_claim
+from messages.delivery.lifecycle import leases_recover
+from messages.delivery.produce import ProduceItem, messages_produce
 from messages.models import Message, MessageTrace, Status
 from messages.selectors import message_trace
-from messages.services import (
-    AckResult,
-    ProduceItem,
-    leases_recover,
-    messages_ack,
-    messages_claim,
-    messages_produce,
-)
 from mqcenter.core.auth import Principal
 from topics.models import DeliveryMode, Topic, TopicGroup
 

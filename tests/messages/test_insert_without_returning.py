@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from messages.delivery.produce import ProduceItem, messages_produce
 from messages.models import Message
-from messages.services import ProduceItem, messages_produce
 from mqcenter.core.auth import Principal
 
 BROKER = Principal(name="test", scopes=("admin",), biz_ids=None)

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from rest_framework.renderers import JSONRenderer
 
+from messages.delivery.answers import message_delivery, pull_answer
+from messages.delivery.validation import data_text
 from messages.models import Message
-from messages.serializers import message_delivery, pull_answer
-from messages.services import data_text
 
 NOW = datetime(2026, 11, 22, 23, 59, 58, 123456, tzinfo=UTC)
 STANDIN = "\x00mq-data\x00"

@@ -9,17 +9,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from messages import sql
+from messages.delivery import sql
+from messages.delivery.acks import AckResult, messages_ack, messages_release
+from messages.delivery.claims import messages_claim
+from messages.delivery.produce import ProduceItem, messages_produce
 from messages.models import Message, MessageTrace, Status
 from messages.selectors import message_trace
-from messages.services import (
-    AckResult,
-    ProduceItem,
-    messages_ack,
-    messages_claim,
-    messages_produce,
-    messages_release,
-)
 from tests.messages.test_concurrency import BROKER
 
 pytestmark = pytest.mark.django_db(transaction=True)

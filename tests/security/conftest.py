@@ -9,7 +9,10 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from messages.models import BulkJob, Message, Schedule, Transaction
+from messages.models import Message
+from messages.operations.models import BulkJob
+from messages.schedules.models import Schedule
+from messages.transactions.models import Transaction
 from registry.services import broker_heartbeat
 from tests.conftest import Api, make_api
 from tests.support.api import produce, pull

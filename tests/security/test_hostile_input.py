@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from messages.models import BulkJob, Message, MessageTrace
+from messages.models import Message, MessageTrace
+from messages.operations.models import BulkJob
 from mqcenter.models import AuditEntry
 from registry.models import ConsumerInstance
 from tests.conftest import Api, error_of
@@ -335,7 +336,7 @@ def test_it_answers_hostile_console_forms_with_an_error_and_changes_nothing(
     client, message_id, user_id = console
     from django.contrib.auth.models import User
 
-    from messages.models import Schedule
+    from messages.schedules.models import Schedule
     from mqcenter.models import ConsoleGrant
     from reports.models import ReportRun
     from topics.models import ApiToken

@@ -6,8 +6,9 @@ from typing import Any
 
 from django.test import override_settings
 
-from messages.models import BulkJob, Message, Status
-from messages.services import bulk_job_run
+from messages.models import Message, Status
+from messages.operations.bulk import bulk_job_run
+from messages.operations.models import BulkJob
 from tests.conftest import Api
 from tests.support.api import expect_error, produce, pull
 

@@ -12,10 +12,11 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from messages.models import MaintenanceRun, Message, MessageTrace, Status
-from messages.services.dead_letters import dead_letter_groups
-from messages.services.expiry import messages_expire
-from messages.tasks import expire_task
+from messages.delivery.expiry import messages_expire
+from messages.delivery.tasks import expire_task
+from messages.maintenance.models import MaintenanceRun
+from messages.models import Message, MessageTrace, Status
+from messages.operations.dead_letters import dead_letter_groups
 from mqcenter.core.auth import Principal
 from tests.api.test_consume import make_topic
 from tests.conftest import Api

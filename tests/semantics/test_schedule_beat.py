@@ -9,8 +9,9 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from messages.models import MaintenanceRun, Message
-from messages.semantics_models import Schedule
+from messages.maintenance.models import MaintenanceRun
+from messages.models import Message
+from messages.schedules.models import Schedule
 from tests.maintenance.conftest import CeleryProcesses, celery_procs, wait_for  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e, pytest.mark.timeout(240)]

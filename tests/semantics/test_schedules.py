@@ -10,8 +10,8 @@ import pytest
 from django.db import connection
 
 from messages.models import Message
-from messages.semantics_models import Schedule
-from messages.services.schedules import schedule_next_tick, schedules_tick
+from messages.schedules.models import Schedule
+from messages.schedules.services import schedule_next_tick, schedules_tick
 from tests.conftest import Api
 from tests.support.api import expect_error
 

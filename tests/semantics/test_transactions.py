@@ -12,8 +12,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from messages.models import Message
-from messages.semantics_models import Transaction
-from messages.services.transactions import transactions_check
+from messages.transactions.models import Transaction
+from messages.transactions.services import transactions_check
 from tests.conftest import Api
 from tests.semantics.checkserver import CheckServer
 from tests.support.api import expect_error, produce, pull

@@ -308,7 +308,7 @@ def cleanup(server: BrokerServer, archive_dir: Path, days: int, **env: str) -> d
         "import json, django; django.setup()\n"
         "from datetime import timedelta\n"
         "from django.utils import timezone\n"
-        "from messages.services.archive import maintenance_cleanup\n"
+        "from messages.archive.services import maintenance_cleanup\n"
         f"print(json.dumps(maintenance_cleanup(now=timezone.now() + timedelta(days={days}, minutes=1))))\n"
     )
     done = subprocess.run(

@@ -15,8 +15,9 @@ import pytest
 from django.core import mail
 from django.test import override_settings
 
-from messages.models import ArchiveExport, Message, MessageArchive, MessageTrace
-from messages.services.archive import archive_export
+from messages.archive.models import ArchiveExport, MessageArchive
+from messages.archive.services import archive_export
+from messages.models import Message, MessageTrace
 from reports import services as reports
 from reports.models import ReportRun
 from tests.spark import sql_truth

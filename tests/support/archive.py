@@ -7,8 +7,9 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from messages.models import FINISHED_STATUSES, Message, MessageArchive, MessageTrace
-from messages.services.archive import _archive_batch
+from messages.archive.models import MessageArchive
+from messages.archive.services import _archive_batch
+from messages.models import FINISHED_STATUSES, Message, MessageTrace
 
 
 def archive_messages(ids: list[int], *, days: int = 400) -> None:

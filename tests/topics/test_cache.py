@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
+from messages.delivery.produce import NewMessage
+from messages.delivery.trace import TraceRow
 from messages.models import Message, MessageTrace
-from messages.services.produce import NewMessage
-from messages.services.trace import TraceRow
 from topics.cache import topic_cache
 from topics.models import Topic, TopicGroup
 

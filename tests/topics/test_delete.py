@@ -10,11 +10,16 @@ from typing import Any
 from django.test import override_settings
 from django.utils import timezone
 
-from messages.models import BulkJob, Message, MessageArchive, MessageTrace, StatsBucket
-from messages.semantics_models import Schedule, Transaction
-from messages.services import bulk_job_run, maintenance_cleanup
-from messages.services.purge import PURGE_BATCH
-from messages.services.schedules import schedules_tick
+from messages.archive.models import MessageArchive
+from messages.archive.services import maintenance_cleanup
+from messages.models import Message, MessageTrace
+from messages.operations.bulk import bulk_job_run
+from messages.operations.models import BulkJob
+from messages.operations.purge import PURGE_BATCH
+from messages.schedules.models import Schedule
+from messages.schedules.services import schedules_tick
+from messages.stats.models import StatsBucket
+from messages.transactions.models import Transaction
 from tests.support.api import ack, produce, pull
 from topics.models import Topic
 

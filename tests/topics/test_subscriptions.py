@@ -10,8 +10,10 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from messages.models import BulkJob, Message, MessageArchive, Status
-from messages.services.operations import bulk_job_run
+from messages.archive.models import MessageArchive
+from messages.models import Message, Status
+from messages.operations.bulk import bulk_job_run
+from messages.operations.models import BulkJob
 from mqcenter.models import AuditEntry
 from tests.support.api import ack, expect_error, produce, pull
 from topics.models import Topic, TopicGroup
@@ -159,7 +161,7 @@ def test_a_replay_leaves_out_open_transactions_and_cancelled_messages(admin_api,
 
 def test_a_replay_copies_a_publish_once_when_its_copies_fall_in_two_batches(admin_api, producer_api, orders,
                                                                           monkeypatch):
-    monkeypatch.setattr("messages.services.replay.REPLAY_BATCH", 1)  # every copy a batch of its own
+    monkeypatch.setattr("messages.operations.replay.REPLAY_BATCH", 1)  # every copy a batch of its own
     produce(producer_api, {"topic": "orders", "data": 1}, {"topic": "orders", "data": 2})
     assert admin_api.post("/api/v1/topics/orders/groups", {"group": "late", "start": "earliest"}).status_code == 201
     assert copies()["late"] == ["1", "2"]
@@ -167,7 +169,7 @@ def test_a_replay_copies_a_publish_once_when_its_copies_fall_in_two_batches(admi
 
 @override_settings(MQ_REDRIVE_SYNC_LIMIT=1)
 def test_a_replay_job_worked_twice_at_once_copies_nothing_twice(admin_api, producer_api, orders):
-    from messages.services.replay import replay_batch
+    from messages.operations.replay import replay_batch
 
     produce(producer_api, {"topic": "orders", "data": 1})
     job_id = admin_api.post("/api/v1/topics/orders/groups", {"group": "late", "start": "earliest"}).json()["job"]

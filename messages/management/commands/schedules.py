@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from messages.services import schedules
+from messages.schedules import services as schedules
 from mqcenter.core.auth import Principal
 
 SYSTEM = Principal(name="manage.py", scopes=("admin",), biz_ids=None)

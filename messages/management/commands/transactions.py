@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from messages.services.transactions import transactions_check, transactions_open
+from messages.transactions.services import transactions_check, transactions_open
 from mqcenter.core.auth import Principal
 
 

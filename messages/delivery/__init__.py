@@ -1,0 +1,12 @@
+"""The delivery core: a message from produce to ack.
+
+Produce stores a batch durably (copied to every subscribed group) and wakes the waiting pulls
+after its commit (`produce`); a pull is one claim attempt of a long-poll (`pull`), a claim
+leases a group's next messages in one short transaction, one module per delivery mode
+(`claims/`); every state change of a message (lease, succeed, fail with retry or dead letter,
+snooze, release, extend, lease recovery) is in `lifecycle`, acks and lease extensions in `acks`,
+retry delays in `retry`, expiry in `expiry`, trace rows in `trace`, and the hot path's SQL in
+`sql`. The doors: `api` (produce, pull, ack, extend, release), `validation` (their request
+bodies), `answers` (their answers, built without serializers). Owns the tables `mq_message`
+and `mq_message_trace` (messages/models.py).
+"""

@@ -1,0 +1,239 @@
+"""Recurring messages: schedules (cron in a time zone) that produce one message per tick.
+
+The beat task runs `schedules_tick` every few seconds, on any number of beat/worker
+processes. A due tick is produced with the dedup key `schedule:<id>:<tick>` first and the
+schedule moved on afterwards (a conditional UPDATE on the tick it read): a second runner,
+or a runner that died between the two steps, produces the same key and gets the stored
+message back as a duplicate. Ticks missed while no beat ran collapse into one message.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import croniter
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from messages.delivery.produce import ProduceItem, ProduceResult, messages_produce
+from messages.delivery.validation import data_text
+from messages.schedules.models import Schedule
+from mqcenter.core.audit import audit_record
+from mqcenter.core.auth import Principal
+from mqcenter.core.errors import Conflict, InvalidRequest, NotFound
+from topics.models import Topic
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}\Z")
+FIELDS = ("name", "topic", "group", "data", "headers", "cron", "timezone", "enabled")
+TICK_BATCH = 200
+
+
+def schedule_clean(*, fields: dict[str, Any], partial: bool = False) -> dict[str, Any]:
+    """Validate schedule fields (API.md names: `group`, not `group_name`); 400 naming the field."""
+    unknown = fields.keys() - set(FIELDS)
+    if unknown:
+        field = sorted(unknown)[0]
+        raise InvalidRequest(f"{field} is not a schedule field.", details={"field": field})
+    required = () if partial else ("name", "topic", "cron")
+    for field in required:
+        if field not in fields:
+            raise InvalidRequest(f"{field} is required.", details={"field": field})
+    clean: dict[str, Any] = {}
+    for field in ("name", "topic"):
+        if field in fields:
+            if not isinstance(fields[field], str) or not NAME_RE.match(fields[field]):
+                raise InvalidRequest(f"{field} must match ^[A-Za-z0-9][A-Za-z0-9_.:-]{{0,199}}$.", details={"field": field})
+            clean[field] = fields[field]
+    if "group" in fields:
+        group = fields["group"]
+        if group is not None and (not isinstance(group, str) or not NAME_RE.match(group)):
+            raise InvalidRequest("group must be null or a group name.", details={"field": "group"})
+        clean["group_name"] = group or None
+    if "data" in fields:
+        try:
+            clean["data"] = data_text(fields["data"])
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise InvalidRequest("data must be a JSON value.", details={"field": "data"}) from exc
+        if len(clean["data"].encode()) > settings.MQ_MAX_DATA_BYTES:
+            raise InvalidRequest("data is too large.", details={"field": "data"})
+    if "headers" in fields:
+        headers = fields["headers"]
+        if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
+            raise InvalidRequest("headers must be an object of strings.", details={"field": "headers"})
+        clean["headers"] = headers
+    if "cron" in fields:
+        cron = fields["cron"]
+        # Five fields (minute resolution): croniter also reads a sixth (seconds) field.
+        if not isinstance(cron, str) or len(cron.split()) != 5 or not croniter.is_valid(cron):
+            raise InvalidRequest("cron must be a five-field cron expression, e.g. '0 2 * * *'.",
+                                 details={"field": "cron"})
+        clean["cron"] = cron.strip()
+    if "timezone" in fields:
+        clean["timezone"] = _zone_name(fields["timezone"])
+    if "enabled" in fields:
+        if not isinstance(fields["enabled"], bool):
+            raise InvalidRequest("enabled must be true or false.", details={"field": "enabled"})
+        clean["enabled"] = fields["enabled"]
+    return clean
+
+
+def _zone_name(value: Any) -> str:
+    try:
+        if not isinstance(value, str) or not value:
+            raise ValueError(value)
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise InvalidRequest(f"Unknown time zone {value!r}.", details={"field": "timezone"}) from exc
+    return value
+
+
+def schedule_next_tick(*, cron: str, zone: str, after: datetime) -> datetime:
+    """The first tick of `cron` in time zone `zone` strictly after `after`, in UTC."""
+    local = after.astimezone(ZoneInfo(zone))
+    return croniter(cron, local).get_next(datetime).astimezone(UTC)
+
+
+def schedules_list(*, principal: Principal) -> list[Schedule]:
+    rows = Schedule.objects.all()
+    if principal.biz_ids is not None:
+        rows = rows.filter(biz_id__in=principal.biz_ids)
+    return list(rows.order_by("name")[:1000])
+
+
+def schedule_get(*, principal: Principal, schedule_id: int, for_update: bool = False) -> Schedule:
+    rows = Schedule.objects.select_for_update() if for_update else Schedule.objects
+    schedule = rows.filter(id=schedule_id).first()
+    if schedule is None or not principal.may_biz(schedule.biz_id):
+        raise NotFound(f"Schedule {schedule_id} does not exist.", details={"id": schedule_id})
+    return schedule
+
+
+def schedule_create(*, principal: Principal, fields: dict[str, Any], now: datetime | None = None) -> Schedule:
+    """Create a schedule (admin). It belongs to its topic's business line, or to the
+    creator's when the topic does not exist yet."""
+    principal.require_admin()
+    clean = schedule_clean(fields=fields)
+    biz_id = _biz_for(principal, clean["topic"])
+    if Schedule.objects.filter(name=clean["name"]).exists():
+        raise Conflict(f"A schedule named {clean['name']!r} exists.", details={"field": "name"})
+    schedule = Schedule(biz_id=biz_id, created_by=principal.name[:200], **clean)
+    _plan(schedule, now or timezone.now())
+    with transaction.atomic():
+        schedule.save()
+        audit_record(actor=principal.name, action="schedule.create", target=schedule, after=schedule_dict(schedule))
+    return schedule
+
+
+def schedule_update(
+    *, principal: Principal, schedule_id: int, fields: dict[str, Any], now: datetime | None = None
+) -> Schedule:
+    """Change a schedule; a new cron, time zone or enabling re-plans the next tick."""
+    principal.require_admin()
+    clean = schedule_clean(fields=fields, partial=True)
+    with transaction.atomic():
+        schedule = schedule_get(principal=principal, schedule_id=schedule_id, for_update=True)
+        before = schedule_dict(schedule)
+        if "topic" in clean and clean["topic"] != schedule.topic:
+            schedule.biz_id = _biz_for(principal, clean["topic"])
+        if "name" in clean and Schedule.objects.filter(name=clean["name"]).exclude(id=schedule.id).exists():
+            raise Conflict(f"A schedule named {clean['name']!r} exists.", details={"field": "name"})
+        for field, value in clean.items():
+            setattr(schedule, field, value)
+        if clean.keys() & {"cron", "timezone", "enabled"}:
+            _plan(schedule, now or timezone.now())
+        schedule.save()
+        audit_record(actor=principal.name, action="schedule.update", target=schedule, before=before,
+                     after=schedule_dict(schedule))
+    return schedule
+
+
+def schedule_delete(*, principal: Principal, schedule_id: int) -> None:
+    principal.require_admin()
+    with transaction.atomic():
+        schedule = schedule_get(principal=principal, schedule_id=schedule_id, for_update=True)
+        audit_record(actor=principal.name, action="schedule.delete", target=schedule, before=schedule_dict(schedule))
+        schedule.delete()
+
+
+def schedule_run(*, principal: Principal, schedule_id: int, now: datetime | None = None) -> ProduceResult:
+    """Produce the schedule's message now ("run now"), outside its ticks."""
+    principal.require_admin()
+    schedule = schedule_get(principal=principal, schedule_id=schedule_id)
+    now = now or timezone.now()
+    result = _produce(schedule, dedup_key=f"schedule:{schedule.id}:run:{now.isoformat()}", tick=None)
+    Schedule.objects.filter(id=schedule.id).update(last_run_at=now, last_message_id=result.id, last_error="")
+    audit_record(actor=principal.name, action="schedule.run", target=schedule, after={"message": result.id})
+    return result
+
+
+def schedules_tick(*, now: datetime | None = None) -> dict[str, int]:
+    """Produce one message for every enabled schedule whose next tick is due, and move
+    each on to its first tick after `now`. Safe on any number of concurrent runners."""
+    now = now or timezone.now()
+    produced = duplicates = failed = 0
+    due = list(Schedule.objects.filter(enabled=True, next_run_at__lte=now).order_by("next_run_at")[:TICK_BATCH])
+    for schedule in due:
+        tick = schedule.next_run_at
+        assert tick is not None
+        try:
+            result = _produce(schedule, dedup_key=f"schedule:{schedule.id}:{tick.astimezone(UTC).isoformat()}", tick=tick)
+        except Exception as exc:  # noqa: BLE001 - one broken schedule must not stop the others
+            Schedule.objects.filter(id=schedule.id).update(last_error=str(exc)[:2000])
+            failed += 1
+            continue
+        following = schedule_next_tick(cron=schedule.cron, zone=schedule.timezone, after=max(tick, now))
+        # Moved on only from the tick read: another runner may have moved it first.
+        Schedule.objects.filter(id=schedule.id, next_run_at=tick).update(
+            next_run_at=following, last_run_at=tick, last_message_id=result.id, last_error=""
+        )
+        if result.duplicate:
+            duplicates += 1
+        else:
+            produced += 1
+    return {"due": len(due), "produced": produced, "duplicates": duplicates, "failed": failed}
+
+
+def schedule_dict(schedule: Schedule) -> dict[str, Any]:
+    return {
+        "id": schedule.id, "name": schedule.name, "topic": schedule.topic, "group": schedule.group_name,
+        "data": json.loads(schedule.data), "headers": schedule.headers, "cron": schedule.cron,
+        "timezone": schedule.timezone, "enabled": schedule.enabled,
+        "next_run_at": _iso(schedule.next_run_at), "last_run_at": _iso(schedule.last_run_at),
+        "last_message_id": schedule.last_message_id, "last_error": schedule.last_error,
+    }
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).isoformat() if value is not None else None
+
+
+def _plan(schedule: Schedule, now: datetime) -> None:
+    schedule.next_run_at = (
+        schedule_next_tick(cron=schedule.cron, zone=schedule.timezone, after=now) if schedule.enabled else None
+    )
+
+
+def _biz_for(principal: Principal, topic_name: str) -> int | None:
+    topic = Topic.objects.filter(name=topic_name).only("biz_id").first()
+    biz_id = topic.biz_id if topic is not None else principal.home_biz_id
+    if not principal.may_biz(biz_id):
+        raise NotFound(f"Topic {topic_name!r} does not exist.", details={"field": "topic"})
+    return biz_id
+
+
+def _produce(schedule: Schedule, *, dedup_key: str, tick: datetime | None) -> ProduceResult:
+    # The schedule produces as itself, within its business line.
+    biz = frozenset({schedule.biz_id}) if schedule.biz_id is not None else None
+    principal = Principal(name=f"schedule:{schedule.name}"[:200], scopes=("admin",), biz_ids=biz)
+    headers = {**schedule.headers, "mq-schedule": schedule.name}
+    if tick is not None:
+        headers["mq-schedule-tick"] = tick.astimezone(UTC).isoformat()
+    item = ProduceItem(topic=schedule.topic, data=schedule.data, group=schedule.group_name, headers=headers,
+                       dedup_key=dedup_key[:200])
+    return messages_produce(principal=principal, items=[item])[0]
+
