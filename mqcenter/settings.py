@@ -401,7 +401,7 @@ CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE", "celery"
 # <queue> -P threads -c 4`): a slow or hostile remote host never holds the worker that runs
 # the maintenance jobs.
 MQ_OUTBOUND_QUEUE = os.environ.get("MQ_OUTBOUND_QUEUE", f"{CELERY_TASK_DEFAULT_QUEUE}.outbound")
-MQ_OUTBOUND_TASKS = ("messages.transactions.check", "messages.alarms.webhook", "messages.alarms.webhook_test")
+MQ_OUTBOUND_TASKS = ("messages.transactions.check", "messages.alarms.webhook")
 CELERY_TASK_ROUTES = {task: {"queue": MQ_OUTBOUND_QUEUE} for task in MQ_OUTBOUND_TASKS}
 
 # --- e-mail ------------------------------------------------------------------------------

@@ -365,33 +365,3 @@ def describe_error(exc: BaseException) -> str:
         text = f"{type(exc).__name__}: {exc}"
     return text[:500]
 
-
-# --- the former interface, for the callers in messages/ until they use Call and Answer -------
-
-import urllib.request  # noqa: E402
-
-
-def host_allowed(host: str, port: int | None, allowed: list[str]) -> bool:
-    try:
-        entries = AllowList(allowed, setting="")
-    except ValueError:
-        return False
-    return entries.host_ok(scheme="http" if port != 443 else "https", host=host.lower(), port=port or 80, biz=None)
-
-
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-OPENER = urllib.request.build_opener(_NoRedirects)
-
-
-def post_json(url: str, body: Any, *, timeout: float, user_agent: str) -> tuple[int, bytes]:
-    from django.conf import settings
-
-    answer = post(Call(url, body), allowed=AllowList(settings.MQ_ALARM_WEBHOOK_HOSTS, setting="MQ_ALARM_WEBHOOK_HOSTS"),
-                  deadline=timeout, user_agent=user_agent)
-    if not answer.ok:
-        raise OSError(answer.error)
-    return answer.status or 0, answer.body
