@@ -141,6 +141,7 @@ def alarm_webhooks_deliver(*, now: datetime | None = None) -> dict[str, int]:
         calls, allowed=allow_list("MQ_ALARM_WEBHOOK_HOSTS"), deadline=settings.MQ_ALARM_WEBHOOK_TIMEOUT_SECONDS,
         user_agent=USER_AGENT, per_group=settings.MQ_OUTBOUND_PER_BIZ, overall=settings.MQ_OUTBOUND_CONCURRENCY,
     )
+    finished = timezone.now()  # the backoff counts from the failed post's end
     outcomes: dict[int, dict[str, dict[str, Any]]] = {}
     counts = {"posted": len(taken), "sent": 0, "retrying": 0, "failed": 0}
     for (alarm, url, state, _biz), answer in zip(taken, answers, strict=True):
@@ -150,7 +151,7 @@ def alarm_webhooks_deliver(*, now: datetime | None = None) -> dict[str, int]:
             new = _state(state["format"], "sent", attempt, "", retries=state["retries"])
         elif attempt <= state["retries"] and not _refused(url, alarm):
             delay = float(settings.MQ_ALARM_WEBHOOK_BACKOFF_SECONDS * 2 ** (attempt - 1))
-            new = _state(state["format"], "retrying", attempt, error, due=now + timedelta(seconds=delay),
+            new = _state(state["format"], "retrying", attempt, error, due=finished + timedelta(seconds=delay),
                          retries=state["retries"])
         else:
             new = _state(state["format"], "failed", attempt, error, retries=state["retries"])

@@ -128,13 +128,13 @@ class CeleryProcesses:
         self._spawn("beat", "beat", "-l", "INFO", "-s", str(self.tmp / "beat-schedule"),
                     "--max-interval", "1")
 
-    def send(self, task: str, *args: Any) -> None:
+    def send(self, task: str, *args: Any, queue: str | None = None) -> None:
         from kombu import Connection
 
         from mqcenter.celery import app
 
         with Connection(self.redis_url) as conn:
-            app.send_task(task, args=list(args), connection=conn, queue=self.queue)
+            app.send_task(task, args=list(args), connection=conn, queue=queue or self.queue)
 
     def output(self) -> str:
         return "\n".join(p.read_text(errors="replace")[-4000:] for p in self.logs)
