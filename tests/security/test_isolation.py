@@ -119,3 +119,46 @@ def test_webhook_hosts_may_be_allowed_per_business_line(admin_api, shop, other_b
     assert allowed.status_code == 201, allowed.content
     assert refused.status_code == 400 and refused.json()["error"]["details"]["field"] == "alarm_webhooks[0].url"
     assert moved.status_code == 400  # its targets are not allowed to the line it would move to
+
+
+@pytest.fixture
+def shop_message(shop_topic, shop, admin_api) -> int:
+    from tests.support.api import produce
+
+    [entry] = produce(make_api(["produce:*"], shop), {"topic": shop_topic, "data": {"secret": 1}})
+    return entry["id"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("get", "/api/v1/messages/{id}", None),
+        ("patch", "/api/v1/messages/{id}", {"data": 2}),
+        ("delete", "/api/v1/messages/{id}", None),
+        ("post", "/api/v1/messages/{id}/cancel", {}),
+        ("get", "/api/v1/archive/messages/{id}", None),
+        ("post", "/api/v1/ack", {"consumer": "c1", "results": [{"id": "{id}", "status": "SUCCESS"}]}),
+        ("post", "/api/v1/extend", {"consumer": "c1", "ids": ["{id}"], "seconds": 30}),
+        ("post", "/api/v1/release", {"consumer": "c1", "ids": ["{id}"]}),
+    ],
+)
+def test_another_lines_message_answers_as_a_message_that_does_not_exist(shop_message, outsider_api, method, path,
+                                                                        body):
+    from messages.models import Message
+
+    Message.objects.filter(id=shop_message).update(status="RUNNING", lease_owner="c1")
+    answers = []
+    for message_id in (shop_message, shop_message + 10_000):
+        url = path.replace("{id}", str(message_id))
+        payload = json.loads(json.dumps(body).replace('"{id}"', str(message_id))) if body is not None else None
+        call = getattr(outsider_api, method)
+        response = call(url, payload) if method in ("post", "patch") else call(url)
+        answers.append(shape(response, str(message_id), "<id>"))
+    assert answers[0] == answers[1]
+    assert Message.objects.get(id=shop_message).status == "RUNNING"
+
+
+def test_another_lines_topic_has_the_stats_of_a_topic_that_does_not_exist(shop_topic, outsider_api):
+    answers = [shape(outsider_api.get("/api/v1/stats", {"topic": name}), name, "<topic>")
+               for name in (shop_topic, "nosuchtopic")]
+    assert answers[0] == answers[1] and answers[0][0] == 200
