@@ -162,3 +162,14 @@ def test_another_lines_topic_has_the_stats_of_a_topic_that_does_not_exist(shop_t
     answers = [shape(outsider_api.get("/api/v1/stats", {"topic": name}), name, "<topic>")
                for name in (shop_topic, "nosuchtopic")]
     assert answers[0] == answers[1] and answers[0][0] == 200
+
+
+def test_the_topic_form_refuses_a_webhook_url_with_a_line_break(shop_topic):
+    from tests.console.conftest import client_for, make_user
+
+    admin = client_for(make_user("form-admin", superuser=True))
+    with override_settings(MQ_ALARM_WEBHOOK_HOSTS=["hooks.slack.com"]):
+        response = admin.post(f"/topics/{shop_topic}/", {
+            "webhook_url": "https://hooks.slack.com/services/x\r\nX-Injected: 1", "webhook_format": "slack",
+            "retry_count": "3"})
+    assert response.status_code == 400 and "printable ASCII" in response.content.decode()

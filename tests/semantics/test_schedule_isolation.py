@@ -96,3 +96,16 @@ def test_schedule_names_are_per_business_line(shop: Biz, other_biz: Biz, shop_ad
     expect_error(shop_admin_api.post("/api/v1/schedules", {**EVERY_MINUTE, "name": "nightly"}), 409, "conflict", "name")
     other = shop_admin_api.post("/api/v1/schedules", {**EVERY_MINUTE, "name": "daily"}).json()
     expect_error(shop_admin_api.patch(f"/api/v1/schedules/{other['id']}", {"name": "nightly"}), 409, "conflict", "name")
+
+
+def test_the_maintenance_page_shows_the_ticks_lag(shop: Biz) -> None:
+    from messages.maintenance.runs import maintenance_run
+
+    many(shop, "orders.late", 3, timezone.now() - timedelta(minutes=10), "late-")
+    with pytest.MonkeyPatch.context() as patch:
+        from messages.schedules import services
+
+        patch.setattr(services, "TICK_LIMIT", 1)  # two of the three still wait after the tick
+        maintenance_run(job="schedules", work=schedules_tick)
+    page = client_for(make_user("lag-viewer", superuser=True)).get("/maintenance/").content.decode()
+    assert "tick lag" in page and 'class="schedule-lag badge s-FAIL"' in page
