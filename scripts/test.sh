@@ -80,8 +80,13 @@ fi
 
 say "the core on PostgreSQL"
 DATABASE_URL=postgres://root@127.0.0.1:5432/mqcenter .venv/bin/python -m pytest -n 2 \
-  -m "not e2e and not browser and not spark" tests/api/test_produce.py tests/api/test_consume.py \
-  tests/api/test_admin_messages.py tests/messages tests/topics/test_subscriptions.py \
-  tests/semantics/test_cancel.py tests/semantics/test_transactions.py tests/semantics/test_schedules.py \
-  tests/semantics/test_priority.py tests/semantics/test_expiry.py tests/semantics/test_backpressure.py \
-  tests/semantics/test_snooze.py tests/maintenance/test_flush.py tests/maintenance/test_archive.py
+  -m "not e2e and not browser and not spark" tests/messages/delivery/test_produce.py \
+  tests/messages/delivery/test_consume.py tests/messages/test_admin_api.py \
+  tests/messages/delivery/test_claim_plan.py tests/messages/delivery/test_concurrency.py \
+  tests/messages/delivery/test_insert_without_returning.py tests/messages/delivery/test_pull_answer.py \
+  tests/messages/delivery/test_row_pull.py tests/messages/delivery/test_unpause_wakes.py \
+  tests/messages/test_subscriptions.py tests/messages/test_cancel.py \
+  tests/messages/transactions/test_transactions.py tests/messages/schedules/test_schedules.py \
+  tests/messages/delivery/test_priority.py tests/messages/delivery/test_expiry.py \
+  tests/messages/delivery/test_backpressure.py tests/messages/delivery/test_snooze.py \
+  tests/messages/stats/test_flush.py tests/messages/archive/test_cleanup.py

@@ -14,6 +14,10 @@ from topics.cache import topic_cache
 from topics.models import Biz
 from topics.services import token_create
 
+# Fixtures shared across the tree: the console's cast, and the maintenance helpers' Celery
+# processes.
+pytest_plugins = ["tests.support.console", "tests.support.maintenance"]
+
 
 class Api:
     """A test client speaking API.md: JSON bodies and a bearer token. Its requests go to

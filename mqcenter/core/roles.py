@@ -8,7 +8,7 @@ role R, the user's reach is the business lines of the grants at R or above — s
 `console_view(role)` wraps every console view and HTMX partial: it logs the user in (or
 sends them to the login page), turns them into a `Principal` the services accept, refuses
 users without the role, and renders `MQError`s as pages (or HTMX fragments). A console URL
-whose view lacks it fails `tests/console/test_guard.py`.
+whose view lacks it fails `tests/mqcenter/test_console_pages.py`.
 """
 
 from __future__ import annotations

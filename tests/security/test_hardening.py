@@ -15,7 +15,7 @@ import pytest
 from django.test import Client
 
 from mqcenter.core.login_throttle import MAX_FAILURES_PER_USERNAME
-from tests.console.conftest import make_user
+from tests.support.console import make_user
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -281,7 +281,7 @@ HOSTILE_JSON = ["NaN", "Infinity", "-Infinity", '{"a": NaN}', "[1e999]", DEEP, '
 @pytest.fixture
 def console(admin_api: Api) -> tuple[Client, int, int]:
     """A superuser's console session, a FAIL message of shop's topic, and the user's id."""
-    from tests.console.conftest import make_user
+    from tests.support.console import make_user
 
     [stored] = produce(admin_api, {"topic": "orders", "group": "g", "data": {"n": 1}})
     Message.objects.filter(id=stored["id"]).update(status="FAIL")

@@ -165,7 +165,7 @@ def test_another_lines_topic_has_the_stats_of_a_topic_that_does_not_exist(shop_t
 
 
 def test_the_topic_form_refuses_a_webhook_url_with_a_line_break(shop_topic):
-    from tests.console.conftest import client_for, make_user
+    from tests.support.console import client_for, make_user
 
     admin = client_for(make_user("form-admin", superuser=True))
     with override_settings(MQ_ALARM_WEBHOOK_HOSTS=["hooks.slack.com"]):

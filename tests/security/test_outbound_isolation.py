@@ -15,7 +15,7 @@ from django.utils import timezone
 from messages.alarms.models import Alarm
 from messages.models import Message
 from messages.transactions.models import Transaction
-from tests.console.conftest import client_for, make_user
+from tests.support.console import client_for, make_user
 from tests.support.webhook_server import (
     WebhookServer,
     dripping_server,

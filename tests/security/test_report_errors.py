@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 
 from reports.models import ReportRun
-from tests.console.conftest import make_user
+from tests.support.console import make_user
 from topics.models import Biz, Topic
 
 SECRET = "Py4JJavaError: row {'data': 'SHOPSECRET-card-4111'}"
