@@ -30,7 +30,14 @@ from mqcenter.console import (
     query_string,
     render_page,
 )
-from mqcenter.core.errors import Conflict, InvalidRequest, MQError, PayloadTooLarge
+from mqcenter.core.errors import (
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    MQError,
+    NotFound,
+    PayloadTooLarge,
+)
 from mqcenter.core.roles import console_principal, console_view
 from mqcenter.models import ConsoleRole
 from topics.models import Topic
@@ -204,6 +211,7 @@ def message_edit(request: HttpRequest, message_id: int) -> HttpResponse:
     """Save the edit form; a refused edit shows the page again with the typed values and
     the error beside its field."""
     principal = request.console.principal
+    message_visible_to_change(request, message_id)
     message = services.message_get(principal=principal, message_id=message_id)
     try:
         changes = _edit_changes(message, request.POST)
@@ -222,12 +230,24 @@ def message_edit(request: HttpRequest, message_id: int) -> HttpResponse:
     return htmx_redirect(request, reverse("console:message", args=[message.id]))
 
 
+def message_visible_to_change(request: HttpRequest, message_id: int) -> None:
+    """404 unless the user sees the message at all; 403 when it is of a line where the user is
+    no operator (they know it exists: they may read it)."""
+    viewer = console_principal(request.user, ConsoleRole.VIEWER)
+    assert viewer is not None  # an operator is a viewer too
+    services.message_get(principal=viewer, message_id=message_id)
+    try:
+        services.message_get(principal=request.console.principal, message_id=message_id)
+    except NotFound as exc:
+        raise Forbidden(_("Only an operator of this message's business line changes it.")) from exc
+
+
 @require_POST
 @console_view(ConsoleRole.OPERATOR)
 def message_action(request: HttpRequest, message_id: int, action: str) -> HttpResponse:
     """Redrive, requeue, cancel or delete one message."""
     principal = request.console.principal
-    services.message_get(principal=principal, message_id=message_id)  # visible, else 404/403
+    message_visible_to_change(request, message_id)
     if action == "cancel":
         services.message_cancel(principal=principal, message_id=message_id)
         flash.success(request, _("Cancelled message %(id)s.") % {"id": message_id})

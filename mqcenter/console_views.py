@@ -25,6 +25,7 @@ from mqcenter.core.login_throttle import (
     login_attempt_admit,
     login_success_record,
 )
+from mqcenter.core.proxies import client_address
 from mqcenter.core.roles import (
     LOGIN_ONLY,
     PUBLIC,
@@ -46,7 +47,7 @@ class ThrottledAuthenticationForm(AuthenticationForm):
 
     def clean(self) -> dict[str, Any]:
         username = self.cleaned_data.get("username") or ""
-        address = self.request.META.get("REMOTE_ADDR", "") if self.request else ""
+        address = client_address(self.request) if self.request else ""
         if not login_attempt_admit(username=username, address=address):
             self.throttled = True
             raise ValidationError("Too many failed logins. Wait 15 minutes and try again.", code="throttled")

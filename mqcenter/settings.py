@@ -74,6 +74,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: whom a request comes from, and over which scheme (proxy headers believed only
+    # from MQ_TRUSTED_PROXIES), before anything reads either.
+    "mqcenter.core.proxies.ForwardedHeadersMiddleware",
     "mqcenter.middleware.ApiGuardMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -183,7 +186,8 @@ LOGIN_URL = "console:login"
 LOGIN_REDIRECT_URL = "console:dashboard"
 LOGOUT_REDIRECT_URL = "console:login"
 
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# No SECURE_PROXY_SSL_HEADER: X-Forwarded-Proto is believed only from MQ_TRUSTED_PROXIES, by
+# mqcenter/core/proxies.py, which sets the request's scheme.
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
@@ -305,8 +309,9 @@ MQ_MAX_RETRY_DELAY_SECONDS = env_int("MQ_MAX_RETRY_DELAY_SECONDS", 86400)
 MQ_ADVERTISED_URL = os.environ.get("MQ_ADVERTISED_URL", "")
 # Origins (scheme://host:port) besides the console's own whose pages may open its WebSockets.
 MQ_CONSOLE_ORIGINS = [o.strip() for o in os.environ.get("MQ_CONSOLE_ORIGINS", "").split(",") if o.strip()]
-# Addresses of the reverse proxies whose X-Forwarded-For / X-Forwarded-Proto are believed
-# (comma-separated); none by default, so a client cannot choose the address it is seen from.
+# Addresses or networks (CIDR) of the reverse proxies whose X-Forwarded-For / X-Forwarded-Proto
+# are believed (comma-separated); none by default, so a client cannot choose the address or
+# scheme it is seen with. Applied by mqcenter/core/proxies.py under any server.
 MQ_TRUSTED_PROXIES = [a.strip() for a in os.environ.get("MQ_TRUSTED_PROXIES", "").split(",") if a.strip()]
 MQ_REDRIVE_SYNC_LIMIT = env_int("MQ_REDRIVE_SYNC_LIMIT", 10000)
 
@@ -323,6 +328,13 @@ MQ_STATS_RETENTION_DAYS = env_int("MQ_STATS_RETENTION_DAYS", 30)
 MQ_ALARM_OLDEST_AGE_SECONDS = env_int("MQ_ALARM_OLDEST_AGE_SECONDS", 600)
 # At most one e-mail per topic and alarm kind per period.
 MQ_ALARM_PERIOD_MINUTES = env_int("MQ_ALARM_PERIOD_MINUTES", 60)
+
+# --- outbound calls (mqcenter/core/outbound.py) -------------------------------------------
+# Calls of one check-back or webhook run at once: per business line, and in all (webhooks;
+# check-backs use MQ_TRANSACTION_CHECK_CONCURRENCY). A line's slow targets wait for its own
+# slots, never for the others'.
+MQ_OUTBOUND_PER_BIZ = env_int("MQ_OUTBOUND_PER_BIZ", 4)
+MQ_OUTBOUND_CONCURRENCY = env_int("MQ_OUTBOUND_CONCURRENCY", 32)
 
 # --- alarm webhooks (topics/webhooks.py, messages/alarms/webhooks.py) ---------------
 # The only hosts (host or host:port) a topic's alarm webhooks may name; empty: no webhook
@@ -344,7 +356,7 @@ MQ_MAX_SNOOZE_SECONDS = env_int("MQ_MAX_SNOOZE_SECONDS", 86400)
 # refused, so a token cannot make the broker call arbitrary addresses.
 MQ_TRANSACTION_CHECK_HOSTS = env_list("MQ_TRANSACTION_CHECK_HOSTS")
 MQ_TRANSACTION_CHECK_TIMEOUT_SECONDS = float(os.environ.get("MQ_TRANSACTION_CHECK_TIMEOUT_SECONDS", "5"))
-MQ_TRANSACTION_CHECK_CONCURRENCY = env_int("MQ_TRANSACTION_CHECK_CONCURRENCY", 8)
+MQ_TRANSACTION_CHECK_CONCURRENCY = env_int("MQ_TRANSACTION_CHECK_CONCURRENCY", 32)
 # An open transaction whose check answered "unknown" (or failed) is asked again after this.
 MQ_TRANSACTION_RECHECK_SECONDS = env_int("MQ_TRANSACTION_RECHECK_SECONDS", 30)
 # An open transaction this old is rolled back without asking again.
@@ -384,6 +396,13 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
 # Several deployments (or test runs) can share one Redis by using queues of their own.
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE", "celery")
+# The broker's outbound HTTP calls (transaction check-backs, alarm webhooks, test sends) run
+# on a queue of their own, served by a worker of its own (`celery -A mqcenter worker -Q
+# <queue> -P threads -c 4`): a slow or hostile remote host never holds the worker that runs
+# the maintenance jobs.
+MQ_OUTBOUND_QUEUE = os.environ.get("MQ_OUTBOUND_QUEUE", f"{CELERY_TASK_DEFAULT_QUEUE}.outbound")
+MQ_OUTBOUND_TASKS = ("messages.transactions.check", "messages.alarms.webhook")
+CELERY_TASK_ROUTES = {task: {"queue": MQ_OUTBOUND_QUEUE} for task in MQ_OUTBOUND_TASKS}
 
 # --- e-mail ------------------------------------------------------------------------------
 EMAIL_BACKEND = os.environ.get(
@@ -405,5 +424,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("MQ_LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    # httpx logs every request's whole URL at INFO: webhook URLs carry their chat tool's secret.
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "httpx": {"level": "WARNING"},
+                "httpcore": {"level": "WARNING"}},
 }

@@ -9,7 +9,8 @@ pair has deliverable work, so the client pulls at once instead of holding a long
 Messages are still claimed with POST /api/v1/pull: the socket carries no message data.
 
 A wake goes out only for a topic that exists and belongs to a business line the token
-reaches (a topic of the subscribed name created later by another line wakes nobody here). Every
+reaches: a subscription to another line's topic is answered as one to a topic that does not
+exist yet (subscribed, never woken), so the socket tells nothing of other lines' names. Every
 RECHECK_SECONDS the socket reads its token again: revoked, it closes with 4401; narrowed so that
 a subscription is no longer allowed, with 4403.
 """
@@ -28,7 +29,6 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from messages.delivery import validation
 from mqcenter.core.auth import Principal, principal_for_token, principal_for_token_now
 from mqcenter.core.errors import Forbidden, MQError, Unauthenticated
-from registry.services import topic_visible
 from registry.wakeups import Pair, wakeup_hub
 from topics.cache import topic_cache
 
@@ -120,7 +120,6 @@ class ConsumerWakeupSocket(AsyncWebsocketConsumer):
             self.principal = principal_for_token_now(self.token)
             for topic, _group in self.pairs:
                 self.principal.require("consume", topic)
-                topic_visible(self.principal, topic)
         except Unauthenticated:
             return 4401
         except Forbidden:
@@ -139,6 +138,5 @@ class ConsumerWakeupSocket(AsyncWebsocketConsumer):
             topic = validation.name(item.get("topic"), f"subscribe[{index}].topic")
             group = validation.name(item.get("group", "default"), f"subscribe[{index}].group")
             self.principal.require("consume", topic)
-            topic_visible(self.principal, topic)  # another business line's topic: forbidden
             pairs.append((topic, group))
         return pairs

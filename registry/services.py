@@ -17,7 +17,7 @@ from django.utils import timezone
 from mqcenter.core.auth import Principal
 from mqcenter.core.errors import Forbidden, InvalidRequest
 from registry.models import BrokerNode, ConsumerInstance
-from topics.services import group_subscribe, topic_require_biz, topics_for_produce
+from topics.services import group_subscribe, topics_for_produce
 
 MISSED_HEARTBEATS = 3
 MAX_SUBSCRIPTIONS = 100
@@ -64,7 +64,7 @@ def consumer_heartbeat(
         for topic_name, group in sorted(subscriptions):  # one lock order: topics are locked to add groups
             modes[(topic_name, group)] = group_subscribe(topic=topics[topic_name], name=group).mode
         wanted = set(subscriptions)
-        existing = list(ConsumerInstance.objects.filter(consumer=consumer).only("topic", "group_name"))
+        existing = list(_of_lines(principal, ConsumerInstance.objects.filter(consumer=consumer)).only("topic", "group_name"))
         _require_own(principal, {row.topic for row in existing})
         dropped = [row.pk for row in existing if (row.topic, row.group_name) not in wanted]
         if dropped:
@@ -139,27 +139,31 @@ rank_cache = _RankCache()
 
 def consumer_leave(*, principal: Principal, consumer: str) -> int:
     """Remove a consumer's subscriptions (graceful shutdown). Returns how many went."""
-    rows = ConsumerInstance.objects.filter(consumer=consumer)
+    rows = _of_lines(principal, ConsumerInstance.objects.filter(consumer=consumer))
     _require_own(principal, set(rows.values_list("topic", flat=True)))
     deleted, _ = rows.delete()
     return deleted
 
 
-def _require_own(principal: Principal, topics: set[str]) -> None:
-    """A consumer id's entries are changed only by a token that may consume all of its topics
-    in their business lines: another line cannot overwrite or empty them."""
-    owners = _topic_owners(topics)
-    for topic in sorted(topics):
-        if not principal.may("consume", topic) or not principal.may_biz(owners.get(topic)):
-            raise Forbidden(f"Consumer entries on topic {topic!r} belong to another token's reach.",
-                            details={"field": "consumer"})
+def _of_lines(principal: Principal, rows: Any) -> Any:
+    """`rows` (consumer entries) on topics of the business lines `principal` reaches.
 
-
-def _topic_owners(names: set[str]) -> dict[str, int | None]:
-    """Topic name -> owning business line id: registry entries are visible within it only."""
+    A consumer id is scoped by business line: two lines may each run a consumer "worker-1",
+    and neither sees, replaces or removes the other's entries (nor learns they exist)."""
+    if principal.biz_ids is None:
+        return rows
     from topics.models import Topic
 
-    return dict(Topic.objects.filter(name__in=names).values_list("name", "biz_id"))
+    return rows.filter(topic__in=Topic.objects.filter(biz_id__in=principal.biz_ids).values("name"))
+
+
+def _require_own(principal: Principal, topics: set[str]) -> None:
+    """Within its business line, a consumer id's entries are changed only by a token that may
+    consume all of their topics."""
+    for topic in sorted(topics):
+        if not principal.may("consume", topic):
+            raise Forbidden(f"Consumer entries on topic {topic!r} belong to another token's reach.",
+                            details={"field": "consumer"})
 
 
 def consumers_online(*, principal: Principal, topic: str | None = None, group: str | None = None) -> list[dict[str, Any]]:
@@ -227,10 +231,3 @@ def broker_urls() -> list[str]:
     return sorted({node.url for node in brokers_online()})
 
 
-def topic_visible(principal: Principal, topic_name: str) -> None:
-    """Raise Forbidden unless the principal may see this topic's registry entries."""
-    from topics.models import Topic
-
-    topic = Topic.objects.filter(name=topic_name).first()
-    if topic is not None:
-        topic_require_biz(principal, topic)

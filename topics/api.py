@@ -82,8 +82,10 @@ def biz_out(biz: Biz) -> dict[str, Any]:
             "created_at": biz.created_at}
 
 
-def topic_out(topic: Topic) -> dict[str, Any]:
-    return {"topic": topic.name, **services.topic_snapshot(topic), "created_at": topic.created_at,
+def topic_out(topic: Topic, *, secrets: bool = True) -> dict[str, Any]:
+    """A topic as the API answers it; webhook URLs masked unless `secrets` (the topic's
+    admins only)."""
+    return {"topic": topic.name, **services.topic_snapshot(topic, secrets=secrets), "created_at": topic.created_at,
             "updated_at": topic.updated_at}
 
 
@@ -142,10 +144,8 @@ def _biz_for(principal: Principal, name: str | None) -> Biz | None:
     if name is None:
         return None
     biz = Biz.objects.filter(name=name).first()
-    if biz is None:
+    if biz is None or not principal.may_biz(biz.id):  # another's answers as a missing one
         raise InvalidRequest(f"Business line {name!r} does not exist.", details={"field": "biz"})
-    if not principal.may_biz(biz.id):
-        raise Forbidden(f"Business line {name!r} is not yours.", details={"field": "biz"})
     return biz
 
 
@@ -236,7 +236,10 @@ class TopicDetailView(APIView):
 
     @extend_schema(operation_id="topic_detail", responses={200: TopicSerializer, **ERRORS})
     def get(self, request: Request, topic: str) -> Response:
-        return Response(topic_out(self._topic(request.user, topic, admin=False)))
+        # Webhook URLs carry their chat tool's posting credential: produce and consume
+        # tokens read them masked.
+        row = self._topic(request.user, topic, admin=False)
+        return Response(topic_out(row, secrets=request.user.is_admin))
 
     @extend_schema(
         operation_id="topic_update", request=TopicUpdateSerializer, responses={200: TopicSerializer, **ERRORS}

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from mqcenter.core.audit import audit_record
 from mqcenter.core.auth import Principal, token_cache, token_generate, validate_scope
-from mqcenter.core.errors import Conflict, Forbidden, InvalidRequest, NotFound
+from mqcenter.core.errors import Conflict, InvalidRequest, NotFound
 from registry.wakeups import wakeup_hub
 from topics.cache import topic_cache
 from topics.locks import lock_topic
@@ -83,7 +83,7 @@ def topic_create(
     *, actor: str, name: str, biz: Biz | None, settings: dict[str, Any], groups: list[dict[str, str]] | None = None
 ) -> Topic:
     """Create a topic with its settings and declared groups."""
-    settings = _settings_checked(settings)
+    settings = _settings_checked(settings, biz=biz)
     try:
         with transaction.atomic():
             topic = Topic(name=name, biz=biz)
@@ -123,7 +123,11 @@ def topic_update(
 
     Groups not listed are kept: messages and consumers may still name them.
     """
-    settings = _settings_checked(settings)
+    owner = biz if biz is not None else topic.biz
+    if biz is not None and biz.id != topic.biz_id and "alarm_webhooks" not in settings and topic.alarm_webhooks:
+        # A topic moving to another line keeps its targets only if that line may call them.
+        settings = {**settings, "alarm_webhooks": topic.alarm_webhooks}
+    settings = _settings_checked(settings, biz=owner)
     before = topic_snapshot(topic)
     with transaction.atomic():
         for field in TOPIC_FIELDS:
@@ -147,11 +151,12 @@ def topic_update(
     return topic
 
 
-def _settings_checked(settings: dict[str, Any]) -> dict[str, Any]:
+def _settings_checked(settings: dict[str, Any], *, biz: Biz | None) -> dict[str, Any]:
     # Webhook targets are checked here, whichever door they came through: the broker only
-    # ever calls hosts the operator allowed.
+    # ever calls hosts the operator allowed the topic's business line.
     if "alarm_webhooks" in settings:
-        return {**settings, "alarm_webhooks": webhooks_validate(targets=settings["alarm_webhooks"])}
+        targets = webhooks_validate(targets=settings["alarm_webhooks"], biz=biz.name if biz is not None else None)
+        return {**settings, "alarm_webhooks": targets}
     return settings
 
 
@@ -173,16 +178,17 @@ def topic_delete(*, actor: str, topic: Topic) -> None:
         topic.save(update_fields=["deleting_at"])
 
 
-def topic_snapshot(topic: Topic) -> dict[str, Any]:
+def topic_snapshot(topic: Topic, *, secrets: bool = True) -> dict[str, Any]:
+    """The topic's settings. Without `secrets`, webhook URLs are masked (the secrets chat
+    tools put in their path and query): what anyone but the topic's admins is shown."""
     data = {field: getattr(topic, field) for field in TOPIC_FIELDS}
     data["biz"] = topic.biz.name if topic.biz_id else None
     data["groups"] = [{"group": g.name, "mode": g.mode} for g in topic.groups.all()]
-    return data
+    return data if secrets else _audited(data)
 
 
 def _audited(snapshot: dict[str, Any]) -> dict[str, Any]:
-    """A topic's settings as the audit log keeps them: webhook URLs without the secrets chat
-    tools put in their path and query."""
+    """A topic's settings as the audit log keeps them: webhook URLs masked."""
     hooks = snapshot.get("alarm_webhooks") or []
     return {**snapshot, "alarm_webhooks": [{**h, "url": webhook_url_masked(h["url"])} for h in hooks]}
 
@@ -216,17 +222,22 @@ def topics_for_produce(*, principal: Principal, names: Iterable[str], auto_creat
 
 
 def topic_require_biz(principal: Principal, topic: Topic) -> None:
+    """Raise the NotFound of a missing topic unless `principal` reaches the topic's line:
+    another line's topic answers exactly as a topic that does not exist."""
     if not principal.may_biz(topic.biz_id):
-        raise Forbidden(
-            f"Topic {topic.name!r} belongs to another business line.", details={"topic": topic.name}
-        )
+        raise topic_missing(topic.name)
+
+
+def topic_missing(name: str) -> NotFound:
+    """The one answer for a topic the caller cannot see, missing or another line's."""
+    return NotFound(f"Topic {name!r} does not exist.", details={"topic": name})
 
 
 def topic_get(name: str) -> Topic:
     try:
         return Topic.objects.get(name=name)
     except Topic.DoesNotExist as exc:
-        raise NotFound(f"Topic {name!r} does not exist.", details={"topic": name}) from exc
+        raise topic_missing(name) from exc
 
 
 def group_subscribe(*, topic: Topic, name: str) -> TopicGroup:

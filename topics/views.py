@@ -18,6 +18,8 @@ from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 from rest_framework import serializers as drf_serializers
 
+from messages.alarms.models import Alarm
+from messages.alarms.selectors import alarms_recent
 from messages.alarms.webhooks import alarm_webhook_test
 from messages.operations.purge import topic_remove
 from mqcenter.console import form_errors, htmx_redirect, next_path, render_page
@@ -232,6 +234,9 @@ def _topic_page_context(
 ) -> dict[str, Any]:
     context = topic_form_context(principal, topic, error, post, reveal_webhooks=may_edit)
     context.update(may_edit=may_edit, group_rows=group_rows(topic=topic), new_group=dict(NEW_GROUP_FORM))
+    if may_edit:
+        tests = alarms_recent(principal=principal, topic=topic.name, kind=Alarm.Kind.TEST, limit=5)
+        context.update(webhook_tests=tests, webhook_tests_pending=any(a.webhooks_due_at for a in tests))
     context.update(live_group_rows(principal=principal, topic=topic.name))
     return context
 
@@ -251,16 +256,14 @@ def topic_pause(request: HttpRequest, name: str) -> HttpResponse:
 @require_POST
 @console_view(ConsoleRole.ADMIN)
 def topic_alarm_test(request: HttpRequest, name: str) -> HttpResponse:
-    """Post a test alarm to one of the topic's webhook targets and say how it went."""
+    """Queue a test alarm to one of the topic's webhook targets: the outbound worker posts it,
+    never this request's thread; the topic page shows how it went."""
     principal = request.console.principal
     topic = topic_for(principal, name)
     url = request.POST.get("url", "")
-    outcome = alarm_webhook_test(topic=topic, url=url, actor=principal.name)
-    shown = {"target": webhook_url_masked(url), "detail": outcome.detail}
-    if outcome.ok:
-        flash.success(request, _("Test alarm delivered to %(target)s (%(detail)s).") % shown)
-    else:
-        flash.error(request, _("Test alarm to %(target)s failed: %(detail)s.") % shown)
+    alarm_webhook_test(topic=topic, url=url, actor=principal.name)
+    flash.success(request, _("Test alarm to %(target)s queued; its outcome shows under Test alarms.")
+                  % {"target": webhook_url_masked(url)})
     return htmx_redirect(request, reverse("console:topic", args=[topic.name]))
 
 

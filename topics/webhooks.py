@@ -7,10 +7,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.conf import settings
-
 from mqcenter.core.errors import InvalidRequest
-from mqcenter.core.outbound import outbound_url_check
+from mqcenter.core.outbound import allow_list, url_check
 
 # generic: the alarm's fields as JSON; the others as the chat tool's incoming-webhook bot
 # expects them.
@@ -18,20 +16,18 @@ WEBHOOK_FORMATS = ("generic", "slack", "dingtalk", "wecom")
 MAX_WEBHOOKS = 10
 
 
-def webhook_url_check(*, url: Any, field: str) -> str:
-    """`url` if alarms may be posted to it: http(s) and a host in MQ_ALARM_WEBHOOK_HOSTS."""
-    return outbound_url_check(
-        url=url,
-        allowed=settings.MQ_ALARM_WEBHOOK_HOSTS,
-        setting="MQ_ALARM_WEBHOOK_HOSTS",
-        field=field,
-        what="webhook URL",
-    )
+def webhook_url_check(*, url: Any, field: str, biz: str | None = None) -> str:
+    """`url` if alarms of a topic of business line `biz` may be posted to it: http(s), no
+    control characters, a host and port MQ_ALARM_WEBHOOK_HOSTS allows that line."""
+    return url_check(
+        url=url, allowed=allow_list("MQ_ALARM_WEBHOOK_HOSTS"), biz=biz, field=field, what="webhook URL"
+    ).url
 
 
-def webhooks_validate(*, targets: Any, field: str = "alarm_webhooks") -> list[dict[str, str]]:
-    """The targets as stored ([{"url", "format"}]), or InvalidRequest naming the first bad
-    field (`alarm_webhooks[1].url`). An empty list removes every target."""
+def webhooks_validate(*, targets: Any, biz: str | None = None, field: str = "alarm_webhooks") -> list[dict[str, str]]:
+    """The targets as stored ([{"url", "format"}]) for a topic of business line `biz`, or
+    InvalidRequest naming the first bad field (`alarm_webhooks[1].url`). An empty list
+    removes every target."""
     if not isinstance(targets, list):
         raise InvalidRequest(f"{field} must be a list.", details={"field": field})
     if len(targets) > MAX_WEBHOOKS:
@@ -52,7 +48,7 @@ def webhooks_validate(*, targets: Any, field: str = "alarm_webhooks") -> list[di
                 details={"field": f"{where}.format"},
             )
         try:
-            url = webhook_url_check(url=target.get("url"), field=f"{where}.url")
+            url = webhook_url_check(url=target.get("url"), field=f"{where}.url", biz=biz)
         except InvalidRequest as exc:  # say which target: a form shows only the message
             raise InvalidRequest(f"{where}.url: {exc.message}", details=exc.details) from exc
         if any(t["url"] == url for t in clean):

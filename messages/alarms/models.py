@@ -15,8 +15,10 @@ class Alarm(models.Model):
         BACKLOG = "backlog"
         OLDEST_AGE = "oldest_age"
         DEAD_LETTERS = "dead_letters"
+        TEST = "test"  # sent from the console's "send test alarm"
 
     topic = models.CharField(max_length=200)
+    biz_id = models.BigIntegerField(null=True, blank=True)  # the topic's business line when raised
     kind = models.CharField(max_length=16, choices=Kind.choices)
     period_start = models.DateTimeField()
     value = models.FloatField()
@@ -27,8 +29,11 @@ class Alarm(models.Model):
     sent_at = models.DateTimeField(null=True, blank=True)
     send_error = models.TextField(blank=True, default="")
     # Webhook deliveries by URL: {"format", "state" (pending, sent, retrying, failed),
-    # "attempts", "at", "error"}; each written under this row's lock by its Celery task.
+    # "attempts", "retries", "at", "due", "error"}, written under this row's lock by the
+    # delivery job (messages/alarms/webhooks.py); webhooks_due_at is the earliest "due" of a
+    # target still pending or retrying.
     webhooks = models.JSONField(default=dict, blank=True)
+    webhooks_due_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "mq_alarm"
@@ -36,7 +41,10 @@ class Alarm(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["topic", "kind", "period_start"], name="uq_alarm_period"),
         ]
-        indexes = [models.Index(fields=["created_at"], name="ix_alarm_created")]
+        indexes = [
+            models.Index(fields=["created_at"], name="ix_alarm_created"),
+            models.Index(fields=["webhooks_due_at"], name="ix_alarm_webhooks_due"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} alarm on {self.topic} at {self.created_at:%Y-%m-%d %H:%M}"

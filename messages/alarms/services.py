@@ -95,7 +95,7 @@ def _alarm_claim(
     try:
         with transaction.atomic():
             return Alarm.objects.create(
-                topic=topic.name, kind=kind, period_start=start, value=value, threshold=threshold,
+                topic=topic.name, biz_id=topic.biz_id, kind=kind, period_start=start, value=value, threshold=threshold,
                 message=text, recipients=recipients, created_at=now,
             )
     except IntegrityError:

@@ -1,38 +1,47 @@
 """Alarm webhooks: every alarm the alarms job raises is posted to each of its topic's webhook
 targets (topics/webhooks.py), as generic JSON or as a Slack, DingTalk or WeCom bot message.
 
-Each target is one Celery task ("messages.alarms.webhook"): one POST with a timeout
-(MQ_ALARM_WEBHOOK_TIMEOUT_SECONDS), and on failure up to MQ_ALARM_WEBHOOK_RETRIES more
-after an exponential backoff. The outcome of each target is kept on the alarm row. The
-allow-list (MQ_ALARM_WEBHOOK_HOSTS) is checked again before every post: an operator who
-narrows it stops posts to hosts it no longer names.
+Deliveries are state on the alarm row: each target's "pending", "retrying", "sent" or
+"failed", and the row's `webhooks_due_at`, the earliest moment one of its targets is due.
+The delivery job (`alarm_webhooks_deliver`, on the outbound queue, every few seconds and at
+once after an alarm is raised) takes due alarms fairly across business lines, at most
+MQ_OUTBOUND_PER_BIZ posts a line, and makes all its posts at once through
+mqcenter/core/outbound.py, each within MQ_ALARM_WEBHOOK_TIMEOUT_SECONDS in all: a run lasts
+one deadline at most and one line's slow targets delay only that line's alarms. A failed post
+is tried again after MQ_ALARM_WEBHOOK_BACKOFF_SECONDS, doubling, up to MQ_ALARM_WEBHOOK_RETRIES
+times. The allow-list (MQ_ALARM_WEBHOOK_HOSTS) is checked again before every post. The
+console's "send test alarm" is an alarm of kind "test" with one target and no retries: the
+same job sends it, never a thread that serves HTTP requests.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import urllib.error
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from messages.alarms.models import Alarm
 from mqcenter.celery import app as celery_app
 from mqcenter.core.audit import audit_record
 from mqcenter.core.errors import InvalidRequest
-from mqcenter.core.outbound import post_json
-from topics.models import Topic
+from mqcenter.core.outbound import Answer, Call, allow_list, post_many
+from topics.models import Biz, Topic
 from topics.webhooks import webhook_url_check, webhook_url_masked
 
 logger = logging.getLogger(__name__)
 
 USER_AGENT = "mqcenter-alarm"
 TASK = "messages.alarms.webhook"
+# Whoever took an alarm's due targets holds them this long past the post's deadline; a
+# worker that died meanwhile leaves them to the next run after it.
+CLAIM_GRACE_SECONDS = 30
 KIND_LABELS = {
     "backlog": "Backlog",
     "oldest_age": "Oldest message age",
@@ -62,14 +71,8 @@ class AlarmNotice:
             value=alarm.value,
             threshold=alarm.threshold,
             raised_at=alarm.created_at,
-            alarm_id=alarm.id,
+            alarm_id=None if alarm.kind == Alarm.Kind.TEST else alarm.id,
         )
-
-
-@dataclass(frozen=True)
-class WebhookOutcome:
-    ok: bool
-    detail: str  # "HTTP 200" or what went wrong
 
 
 def webhook_body(*, fmt: str, notice: AlarmNotice) -> dict[str, Any]:
@@ -97,129 +100,159 @@ def webhook_body(*, fmt: str, notice: AlarmNotice) -> dict[str, Any]:
     return {"msgtype": "text", "text": {"content": text}}
 
 
-def webhook_post(*, url: str, fmt: str, notice: AlarmNotice) -> str:
-    """One POST of `notice` to `url`; "HTTP <status>" when it was accepted. Raises
-    InvalidRequest when the host is no longer allowed, anything else on a failed post."""
-    webhook_url_check(url=url, field="url")
-    status, answer = post_json(
-        url,
-        webhook_body(fmt=fmt, notice=notice),
-        timeout=settings.MQ_ALARM_WEBHOOK_TIMEOUT_SECONDS,
-        user_agent=USER_AGENT,
-    )
+def webhook_answer_error(*, fmt: str, answer: Answer) -> str:
+    """Why a post failed ("" when it was accepted), for the alarm history and the console."""
+    if not answer.ok:
+        return answer.error
     if fmt in ("dingtalk", "wecom"):
         # Their bots answer 200 even when they refuse a message; errcode says which.
-        reply = json.loads(answer or b"{}")
+        try:
+            reply = answer.json()
+        except ValueError:
+            return ""
         code = reply.get("errcode", 0) if isinstance(reply, dict) else 0
         if code != 0:
-            raise ValueError(
-                f"the bot refused the message: errcode {code}: {reply.get('errmsg', '')}"
-            )
-    return f"HTTP {status}"
+            return f"the bot refused the message: errcode {code}: {reply.get('errmsg', '')}"[:500]
+    return ""
 
 
-def webhook_error(exc: BaseException) -> str:
-    """A failed post in a few words, for the alarm history and the console."""
-    if isinstance(exc, InvalidRequest):
-        return exc.message
-    if isinstance(exc, urllib.error.HTTPError):
-        return f"HTTP {exc.code} {exc.reason}"
-    if isinstance(exc, urllib.error.URLError):
-        exc = exc.reason if isinstance(exc.reason, BaseException) else exc
-    if isinstance(exc, TimeoutError):
-        return f"no answer within {settings.MQ_ALARM_WEBHOOK_TIMEOUT_SECONDS:g} s"
-    return f"{type(exc).__name__}: {exc}"[:500]
-
-
-def alarm_webhooks_enqueue(*, alarm: Alarm, targets: list[dict[str, str]]) -> int:
-    """Mark each target pending on `alarm` and hand each to the webhook task once the
+def alarm_webhooks_enqueue(*, alarm: Alarm, targets: list[dict[str, str]], retries: int | None = None) -> int:
+    """Mark each target pending on `alarm`, due now, and start the delivery job once the
     alarm row is committed (at once outside a transaction). Returns how many."""
     if not targets:
         return 0
-    pending = {t["url"]: _state(t["format"], "pending", 0, "") for t in targets}
-    Alarm.objects.filter(pk=alarm.pk).update(webhooks=pending)
-    for target in targets:
-        args = [alarm.pk, target["url"], target["format"]]
-        transaction.on_commit(lambda args=args: celery_app.send_task(TASK, args=args))
+    retries = settings.MQ_ALARM_WEBHOOK_RETRIES if retries is None else retries
+    now = timezone.now()
+    pending = {t["url"]: _state(t["format"], "pending", 0, "", due=now, retries=retries) for t in targets}
+    Alarm.objects.filter(pk=alarm.pk).update(webhooks=pending, webhooks_due_at=now)
+    transaction.on_commit(lambda: celery_app.send_task(TASK))
     return len(targets)
 
 
-def alarm_webhook_deliver(*, alarm_id: int, url: str, fmt: str, attempt: int) -> str:
-    """Post alarm `alarm_id` to one target (`attempt` counts from 1) and record the outcome on
-    the alarm row under its row lock. Returns "sent", "retrying" (the caller tries again
-    after alarm_webhook_retry_delay) or "failed" (refused by the allow-list, or the last
-    attempt). Call outside a transaction: the post must not hold the lock."""
-    alarm = Alarm.objects.filter(pk=alarm_id).first()
-    if alarm is None:
-        return "failed"  # its topic was deleted meanwhile
+def alarm_webhooks_deliver(*, now: datetime | None = None) -> dict[str, int]:
+    """Post every due webhook target this run takes: each business line's earliest due
+    alarms, at most MQ_OUTBOUND_PER_BIZ posts a line and MQ_OUTBOUND_CONCURRENCY in all,
+    all at once. Records each outcome on its alarm row. Call outside a transaction."""
+    now = now or timezone.now()
+    taken = _due_taken(now)
+    calls = [Call(url, webhook_body(fmt=state["format"], notice=AlarmNotice.of(alarm)), biz=biz)
+             for alarm, url, state, biz in taken]
+    answers = post_many(
+        calls, allowed=allow_list("MQ_ALARM_WEBHOOK_HOSTS"), deadline=settings.MQ_ALARM_WEBHOOK_TIMEOUT_SECONDS,
+        user_agent=USER_AGENT, per_group=settings.MQ_OUTBOUND_PER_BIZ, overall=settings.MQ_OUTBOUND_CONCURRENCY,
+    )
+    finished = timezone.now()  # the backoff counts from the failed post's end
+    outcomes: dict[int, dict[str, dict[str, Any]]] = {}
+    counts = {"posted": len(taken), "sent": 0, "retrying": 0, "failed": 0}
+    for (alarm, url, state, _biz), answer in zip(taken, answers, strict=True):
+        error = webhook_answer_error(fmt=state["format"], answer=answer)
+        attempt = state["attempts"] + 1
+        if not error:
+            new = _state(state["format"], "sent", attempt, "", retries=state["retries"])
+        elif attempt <= state["retries"] and not _refused(url, alarm):
+            delay = float(settings.MQ_ALARM_WEBHOOK_BACKOFF_SECONDS * 2 ** (attempt - 1))
+            new = _state(state["format"], "retrying", attempt, error, due=finished + timedelta(seconds=delay),
+                         retries=state["retries"])
+        else:
+            new = _state(state["format"], "failed", attempt, error, retries=state["retries"])
+        if error:
+            logger.warning("alarm %s webhook %s attempt %d: %s", alarm.pk, webhook_url_masked(url), attempt, error)
+        counts[new["state"]] += 1
+        outcomes.setdefault(alarm.pk, {})[url] = new
+    for alarm_id in {alarm.pk for alarm, *_ in taken}:
+        _record(alarm_id, outcomes.get(alarm_id, {}))
+    return counts
+
+
+def _refused(url: str, alarm: Alarm) -> bool:
+    """Whether the allow-list no longer lets this alarm's line call `url`: no use retrying."""
     try:
-        webhook_post(url=url, fmt=fmt, notice=AlarmNotice.of(alarm))
-    except InvalidRequest as exc:
-        state, error = "failed", webhook_error(exc)
-    except Exception as exc:  # noqa: BLE001 - any trouble on the way is a failed attempt
-        state = "retrying" if attempt <= settings.MQ_ALARM_WEBHOOK_RETRIES else "failed"
-        error = webhook_error(exc)
-        logger.warning(
-            "alarm %s webhook %s attempt %d: %s", alarm_id, webhook_url_masked(url), attempt, error
-        )
-    else:
-        state, error = "sent", ""
+        webhook_url_check(url=url, field="url", biz=_biz_name(alarm.biz_id))
+    except InvalidRequest:
+        return True
+    return False
+
+
+def _biz_name(biz_id: int | None) -> str | None:
+    return None if biz_id is None else Biz.objects.filter(id=biz_id).values_list("name", flat=True).first()
+
+
+def _due_taken(now: datetime) -> list[tuple[Alarm, str, dict[str, Any], str | None]]:
+    """(alarm, url, its state, business line name) of the due targets this run takes. Each
+    alarm row taken is held (its `webhooks_due_at` moved past this run) by a conditional
+    UPDATE, so concurrent runs never post the same target twice."""
+    per_biz = max(1, settings.MQ_OUTBOUND_PER_BIZ)
+    due = list(
+        Alarm.objects.filter(webhooks_due_at__lte=now)
+        .annotate(line_rank=Window(RowNumber(), partition_by=[F("biz_id")], order_by=[F("webhooks_due_at"), F("id")]))
+        .filter(line_rank__lte=per_biz)
+        .order_by("line_rank", "webhooks_due_at", "id")[: max(1, settings.MQ_OUTBOUND_CONCURRENCY)]
+    )
+    hold = now + timedelta(seconds=settings.MQ_ALARM_WEBHOOK_TIMEOUT_SECONDS + CLAIM_GRACE_SECONDS)
+    names: dict[int | None, str | None] = {}
+    slots: dict[int | None, int] = {}
+    taken = []
+    for alarm in due:
+        if slots.get(alarm.biz_id, 0) >= per_biz:
+            continue
+        if not Alarm.objects.filter(pk=alarm.pk, webhooks_due_at=alarm.webhooks_due_at).update(webhooks_due_at=hold):
+            continue  # another run took it
+        if alarm.biz_id not in names:
+            names[alarm.biz_id] = _biz_name(alarm.biz_id)
+        for url, state in sorted(alarm.webhooks.items()):
+            if state.get("state") in ("pending", "retrying") and _due(state) <= now and slots.get(alarm.biz_id, 0) < per_biz:
+                slots[alarm.biz_id] = slots.get(alarm.biz_id, 0) + 1
+                taken.append((alarm, url, {"attempts": 0, "retries": 0, **state}, names[alarm.biz_id]))
+        if not any(a.pk == alarm.pk for a, *_ in taken):
+            _record(alarm.pk, {})  # nothing due after all: only its due time is set right
+    return taken
+
+
+def _due(state: dict[str, Any]) -> datetime:
+    return datetime.fromisoformat(state["due"]) if state.get("due") else datetime.min.replace(tzinfo=UTC)
+
+
+def _record(alarm_id: int, outcomes: dict[str, dict[str, Any]]) -> None:
+    """Write the outcomes on the alarm row under its lock, and its next due time: the
+    earliest of its targets still pending or retrying (None when none is)."""
     with transaction.atomic():
         row = Alarm.objects.select_for_update().filter(pk=alarm_id).first()
-        if row is not None:
-            row.webhooks = {**row.webhooks, url: _state(fmt, state, attempt, error)}
-            row.save(update_fields=["webhooks"])
-    return state
+        if row is None:
+            return  # its topic was deleted meanwhile
+        row.webhooks = {**row.webhooks, **outcomes}
+        waiting = [_due(s) for s in row.webhooks.values() if s.get("state") in ("pending", "retrying")]
+        row.webhooks_due_at = min(waiting) if waiting else None
+        row.save(update_fields=["webhooks", "webhooks_due_at"])
 
 
-def alarm_webhook_retry_delay(*, attempt: int) -> float:
-    """Seconds before the attempt after `attempt`: the backoff doubling each time."""
-    return float(settings.MQ_ALARM_WEBHOOK_BACKOFF_SECONDS * 2 ** (attempt - 1))
-
-
-def alarm_webhook_test(*, topic: Topic, url: str, actor: str) -> WebhookOutcome:
-    """Post a test alarm to one of `topic`'s webhook targets now, once and without retries,
-    so the operator sees the outcome at once; audited, whatever the outcome. A host no
-    longer in the allow-list is a failed outcome; InvalidRequest when `url` is not one of
-    the topic's targets."""
+def alarm_webhook_test(*, topic: Topic, url: str, actor: str) -> Alarm:
+    """Queue a test alarm to one of `topic`'s webhook targets, once and without retries: an
+    alarm of kind "test" that the delivery job posts; its row shows the outcome. Audited.
+    InvalidRequest when `url` is not one of the topic's targets."""
     target = next((t for t in topic.alarm_webhooks if t.get("url") == url), None)
     if target is None:
-        raise InvalidRequest(
-            f"Topic {topic.name!r} has no such webhook target.", details={"field": "url"}
+        raise InvalidRequest(f"Topic {topic.name!r} has no such webhook target.", details={"field": "url"})
+    now = timezone.now()
+    with transaction.atomic():
+        alarm = Alarm.objects.create(
+            topic=topic.name, biz_id=topic.biz_id, kind=Alarm.Kind.TEST, period_start=now, value=0.0, threshold=0.0,
+            message=f"Test alarm sent by {actor} from the MQ Center console. No action needed.",
+            recipients=[], created_at=now,
         )
-    notice = AlarmNotice(
-        topic=topic.name,
-        kind="test",
-        value=0.0,
-        threshold=0.0,
-        raised_at=timezone.now(),
-        message=f"Test alarm sent by {actor} from the MQ Center console. No action needed.",
-    )
-    try:
-        outcome = WebhookOutcome(
-            True, webhook_post(url=url, fmt=target.get("format", "generic"), notice=notice)
-        )
-    except Exception as exc:  # noqa: BLE001 - the operator is shown what went wrong (a host no longer allowed too)
-        outcome = WebhookOutcome(False, webhook_error(exc))
-    audit_record(
-        actor=actor,
-        action="topic.alarm_test",
-        target=topic,
-        biz=topic.biz.name if topic.biz_id else "",
-        after={
-            "webhook": webhook_url_masked(url),
-            "delivered": outcome.ok,
-            "detail": outcome.detail,
-        },
-    )
-    return outcome
+        alarm_webhooks_enqueue(alarm=alarm, targets=[{"url": url, "format": target.get("format", "generic")}], retries=0)
+        audit_record(actor=actor, action="topic.alarm_test", target=topic, biz=topic.biz.name if topic.biz_id else "",
+                     after={"webhook": webhook_url_masked(url), "alarm": alarm.pk})
+    alarm.refresh_from_db()
+    return alarm
 
 
-def _state(fmt: str, state: str, attempts: int, error: str) -> dict[str, Any]:
+def _state(fmt: str, state: str, attempts: int, error: str, *, retries: int, due: datetime | None = None) -> dict[str, Any]:
     return {
         "format": fmt,
         "state": state,
         "attempts": attempts,
+        "retries": retries,
         "error": error,
         "at": timezone.now().isoformat() if attempts else None,
+        "due": due.isoformat() if due is not None else None,
     }

@@ -59,6 +59,8 @@ def messages_ack(*, principal: Principal, consumer: str, results: list[AckResult
         # Not `data`: it may be 256 KiB a message.
         messages = {m.id: m for m in sql.locked_by_id({r.id for r in results}, ACK_FIELDS)}
         topics = topic_cache.get_many({m.topic for m in messages.values()})
+        if principal.biz_ids is not None:  # another line's message answers as a missing one: stale
+            messages = {i: m for i, m in messages.items() if _reaches(principal, topics.get(m.topic))}
         _require_consume(principal, messages.values(), results, topics)
         outcomes: list[dict[str, Any]] = []
         succeeded: dict[int, Message] = {}
@@ -106,31 +108,31 @@ def _fail_outcome(message: Message) -> dict[str, Any]:
     return {"outcome": "failed"}
 
 
+def _reaches(principal: Principal, topic: Topic | None) -> bool:
+    return principal.may_biz(topic.biz_id if topic is not None else None)
+
+
 def _require_consume(
     principal: Principal, messages: Any, results: list[AckResult], topics: dict[str, Topic]
 ) -> None:
     index_of = {r.id: i for i, r in enumerate(results)}
     for message in messages:
-        # The scope and the business line: a consume:* token of another biz is no holder.
-        topic = topics.get(message.topic)
-        if not principal.may("consume", message.topic) or not principal.may_biz(topic.biz_id if topic else None):
+        if not principal.may("consume", message.topic):
             raise Forbidden(
                 f"This token has no consume scope for topic {message.topic!r}.",
                 details={"field": f"results[{index_of[message.id]}].id", "topic": message.topic},
             )
 
 
-def _topic_owners(names: set[str]) -> dict[str, int | None]:
-    """Topic name -> owning business line id (absent: the topic row is gone)."""
-    return dict(Topic.objects.filter(name__in=names).values_list("name", "biz_id"))
-
-
-def _require_consume_topics(principal: Principal, names: set[str]) -> None:
-    owners = _topic_owners(names)
-    for name in sorted(names):
+def _held_in_reach(principal: Principal, held: list[Message]) -> list[Message]:
+    """The held messages of the caller's business lines (another line's answer as missing:
+    stale), after checking the consume scope on each of their topics."""
+    if principal.biz_ids is not None:
+        owners = dict(Topic.objects.filter(name__in={m.topic for m in held}).values_list("name", "biz_id"))
+        held = [m for m in held if principal.may_biz(owners.get(m.topic))]
+    for name in sorted({m.topic for m in held}):
         principal.require("consume", name)
-        if not principal.may_biz(owners.get(name)):
-            raise Forbidden(f"Topic {name!r} belongs to another business line.", details={"topic": name})
+    return held
 
 
 def _repeat_or_stale(
@@ -177,7 +179,7 @@ def messages_extend(
             .filter(id__in=ids, status=Status.RUNNING, lease_owner=consumer)
             .only("id", "topic", "status", "attempt")
         )
-        _require_consume_topics(principal, {m.topic for m in held})
+        held = _held_in_reach(principal, held)
         held_ids = {m.id for m in held}
         trace_write(lifecycle.extend(held, consumer=consumer, expires=expires, now=now))
     return [
@@ -209,7 +211,7 @@ def messages_release(*, principal: Principal, consumer: str, ids: list[int]) -> 
         held = list(
             Message.objects.select_for_update().filter(id__in=ids, status=Status.RUNNING, lease_owner=consumer)
         )
-        _require_consume_topics(principal, {m.topic for m in held})
+        held = _held_in_reach(principal, held)
         trace_write(lifecycle.release(held, consumer=consumer, now=now))
         lifecycle.wake_after_commit(held)
         live_moved((m.topic, m.group_name, Status.RUNNING, Status.NEW) for m in held)

@@ -11,7 +11,7 @@ class Schedule(models.Model):
     message with the dedup key `schedule:<id>:<tick>` before moving it on, so two beats,
     or a beat that died between the two steps, never store a tick twice."""
 
-    name = models.CharField(max_length=200, unique=True)
+    name = models.CharField(max_length=200)  # unique within its business line
     biz = models.ForeignKey("topics.Biz", null=True, blank=True, on_delete=models.PROTECT, related_name="schedules")
     topic = models.CharField(max_length=200)
     group_name = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001 - None: the topic's subscriptions
@@ -32,6 +32,7 @@ class Schedule(models.Model):
         db_table = "mq_schedule"
         ordering = ["name"]
         indexes = [models.Index(fields=["enabled", "next_run_at"], name="ix_schedule_due")]
+        constraints = [models.UniqueConstraint(fields=["biz", "name"], name="uq_schedule_biz_name")]
 
     def __str__(self) -> str:
         return f"schedule {self.name} ({self.cron} {self.timezone})"

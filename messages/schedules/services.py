@@ -5,23 +5,32 @@ processes. A due tick is produced with the dedup key `schedule:<id>:<tick>` firs
 schedule moved on afterwards (a conditional UPDATE on the tick it read): a second runner,
 or a runner that died between the two steps, produces the same key and gets the stored
 message back as a duplicate. Ticks missed while no beat ran collapse into one message.
+
+Fair across business lines: a tick takes at most TICK_LIMIT due schedules, the lines taking
+turns (every line's earliest due schedule, then every line's second, ...), so one line's
+thousands of due schedules delay no other line's. It produces each line's ticks in batches of
+TICK_BATCH messages (one produce, one transaction), and records its lag: how long the
+earliest schedule still due when it ends has been waiting (the maintenance page shows it).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections import Counter, defaultdict
 from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import F, Min, Window
+from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from messages.delivery.produce import ProduceItem, ProduceResult, messages_produce
-from messages.delivery.validation import data_text
+from messages.delivery.validation import MAX_HEADER_LENGTH, MAX_HEADERS, data_text
 from messages.schedules.models import Schedule
 from mqcenter.core.audit import audit_record
 from mqcenter.core.auth import Principal
@@ -30,7 +39,8 @@ from topics.models import Topic
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}\Z")
 FIELDS = ("name", "topic", "group", "data", "headers", "cron", "timezone", "enabled")
-TICK_BATCH = 200
+TICK_LIMIT = 20_000  # due schedules one tick takes at most
+TICK_BATCH = 500  # ticks of one business line produced in one produce (one transaction)
 
 
 def schedule_clean(*, fields: dict[str, Any], partial: bool = False) -> dict[str, Any]:
@@ -62,16 +72,18 @@ def schedule_clean(*, fields: dict[str, Any], partial: bool = False) -> dict[str
         if len(clean["data"].encode()) > settings.MQ_MAX_DATA_BYTES:
             raise InvalidRequest("data is too large.", details={"field": "data"})
     if "headers" in fields:
-        headers = fields["headers"]
-        if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
-            raise InvalidRequest("headers must be an object of strings.", details={"field": "headers"})
-        clean["headers"] = headers
+        clean["headers"] = _headers(fields["headers"])
     if "cron" in fields:
         cron = fields["cron"]
         # Five fields (minute resolution): croniter also reads a sixth (seconds) field.
-        if not isinstance(cron, str) or len(cron.split()) != 5 or not croniter.is_valid(cron):
+        if not isinstance(cron, str) or len(cron) > 200 or len(cron.split()) != 5 or not croniter.is_valid(cron):
             raise InvalidRequest("cron must be a five-field cron expression, e.g. '0 2 * * *'.",
                                  details={"field": "cron"})
+        try:  # a valid expression may still name no real day ("0 0 30 2 *": February 30th)
+            croniter(cron.strip(), datetime(2000, 1, 1, tzinfo=UTC)).get_next(datetime)
+        except (CroniterBadDateError, ValueError, OverflowError) as exc:
+            raise InvalidRequest(f"cron {cron.strip()!r} never fires: it names no day that exists.",
+                                 details={"field": "cron"}) from exc
         clean["cron"] = cron.strip()
     if "timezone" in fields:
         clean["timezone"] = _zone_name(fields["timezone"])
@@ -80,6 +92,21 @@ def schedule_clean(*, fields: dict[str, Any], partial: bool = False) -> dict[str
             raise InvalidRequest("enabled must be true or false.", details={"field": "enabled"})
         clean["enabled"] = fields["enabled"]
     return clean
+
+
+def _headers(headers: Any) -> dict[str, str]:
+    """A schedule's headers, within the limits of a produced message's (they are produced)."""
+    if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
+        raise InvalidRequest("headers must be an object of strings.", details={"field": "headers"})
+    if len(headers) > MAX_HEADERS - 2:  # mq-schedule and mq-schedule-tick are added to each
+        raise InvalidRequest(f"headers: at most {MAX_HEADERS - 2} headers.", details={"field": "headers"})
+    for key, value in headers.items():
+        if not key or len(key) > MAX_HEADER_LENGTH or len(value) > MAX_HEADER_LENGTH or "\n" in key + value:
+            raise InvalidRequest(
+                f"headers.{key[:50]}: names and values are single lines of at most {MAX_HEADER_LENGTH} characters.",
+                details={"field": f"headers.{key[:200]}"},
+            )
+    return headers
 
 
 def _zone_name(value: Any) -> str:
@@ -119,7 +146,7 @@ def schedule_create(*, principal: Principal, fields: dict[str, Any], now: dateti
     principal.require_admin()
     clean = schedule_clean(fields=fields)
     biz_id = _biz_for(principal, clean["topic"])
-    if Schedule.objects.filter(name=clean["name"]).exists():
+    if Schedule.objects.filter(name=clean["name"], biz_id=biz_id).exists():  # names are per line
         raise Conflict(f"A schedule named {clean['name']!r} exists.", details={"field": "name"})
     schedule = Schedule(biz_id=biz_id, created_by=principal.name[:200], **clean)
     _plan(schedule, now or timezone.now())
@@ -140,7 +167,9 @@ def schedule_update(
         before = schedule_dict(schedule)
         if "topic" in clean and clean["topic"] != schedule.topic:
             schedule.biz_id = _biz_for(principal, clean["topic"])
-        if "name" in clean and Schedule.objects.filter(name=clean["name"]).exclude(id=schedule.id).exists():
+        if "name" in clean and Schedule.objects.filter(name=clean["name"], biz_id=schedule.biz_id).exclude(
+            id=schedule.id
+        ).exists():
             raise Conflict(f"A schedule named {clean['name']!r} exists.", details={"field": "name"})
         for field, value in clean.items():
             setattr(schedule, field, value)
@@ -171,31 +200,99 @@ def schedule_run(*, principal: Principal, schedule_id: int, now: datetime | None
     return result
 
 
-def schedules_tick(*, now: datetime | None = None) -> dict[str, int]:
-    """Produce one message for every enabled schedule whose next tick is due, and move
-    each on to its first tick after `now`. Safe on any number of concurrent runners."""
+def schedules_tick(*, now: datetime | None = None) -> dict[str, Any]:
+    """Produce one message for every enabled schedule whose next tick is due (at most
+    TICK_LIMIT, business lines taking turns), and move each on to its first tick after
+    `now`. Safe on any number of concurrent runners."""
     now = now or timezone.now()
-    produced = duplicates = failed = 0
-    due = list(Schedule.objects.filter(enabled=True, next_run_at__lte=now).order_by("next_run_at")[:TICK_BATCH])
+    due = list(
+        Schedule.objects.filter(enabled=True, next_run_at__lte=now)
+        .annotate(line_rank=Window(RowNumber(), partition_by=[F("biz_id")], order_by=[F("next_run_at"), F("id")]))
+        .order_by("line_rank", "next_run_at", "id")
+        .defer("data")[:TICK_LIMIT]  # up to 256 KiB each: read a batch's at a time
+    )
+    lines: dict[int | None, list[Schedule]] = defaultdict(list)
     for schedule in due:
-        tick = schedule.next_run_at
-        assert tick is not None
-        try:
-            result = _produce(schedule, dedup_key=f"schedule:{schedule.id}:{tick.astimezone(UTC).isoformat()}", tick=tick)
-        except Exception as exc:  # noqa: BLE001 - one broken schedule must not stop the others
-            Schedule.objects.filter(id=schedule.id).update(last_error=str(exc)[:2000])
-            failed += 1
+        lines[schedule.biz_id].append(schedule)
+    counts = {"due": len(due), "produced": 0, "duplicates": 0, "failed": 0}
+    for schedules in lines.values():
+        for start in range(0, len(schedules), TICK_BATCH):
+            _tick_batch(schedules[start:start + TICK_BATCH], now, counts)
+    oldest = Schedule.objects.filter(enabled=True, next_run_at__lte=timezone.now()).aggregate(m=Min("next_run_at"))["m"]
+    counts["lag_seconds"] = round(max(0.0, (timezone.now() - oldest).total_seconds()), 1) if oldest else 0
+    return counts
+
+
+def _tick_batch(schedules: list[Schedule], now: datetime, counts: dict[str, Any]) -> None:
+    """Produce the due ticks of one line's schedules in one produce; if it is refused (a
+    deleted topic, a full backlog), one produce each, so one broken schedule stops no other."""
+    ticks = {s.id: s.next_run_at for s in schedules}
+    try:
+        results = _produce_many(schedules, ticks)
+    except Exception:  # noqa: BLE001 - found out schedule by schedule below
+        results = {}
+        for schedule in schedules:
+            try:
+                results.update(_produce_many([schedule], ticks))
+            except Exception as exc:  # noqa: BLE001 - one broken schedule must not stop the others
+                Schedule.objects.filter(id=schedule.id).update(last_error=str(exc)[:2000])
+                counts["failed"] += 1
+    moves: dict[tuple[datetime, datetime], list[int]] = defaultdict(list)
+    planned: dict[tuple[str, str, datetime], datetime] = {}  # schedules of one cron share their next tick
+    for schedule in schedules:
+        if schedule.id not in results:
             continue
-        following = schedule_next_tick(cron=schedule.cron, zone=schedule.timezone, after=max(tick, now))
-        # Moved on only from the tick read: another runner may have moved it first.
-        Schedule.objects.filter(id=schedule.id, next_run_at=tick).update(
-            next_run_at=following, last_run_at=tick, last_message_id=result.id, last_error=""
+        tick = ticks[schedule.id]
+        assert tick is not None
+        key = (schedule.cron, schedule.timezone, max(tick, now))
+        if key not in planned:
+            planned[key] = schedule_next_tick(cron=schedule.cron, zone=schedule.timezone, after=key[2])
+        moves[(tick, planned[key])].append(schedule.id)
+        counts["duplicates" if results[schedule.id].duplicate else "produced"] += 1
+    for (tick, following), ids in moves.items():
+        _move_on(ids, tick=tick, following=following, messages={i: results[i].id for i in ids})
+
+
+def _move_on(ids: list[int], *, tick: datetime, following: datetime, messages: dict[int, int]) -> None:
+    """Move the schedules `ids` from `tick` on to `following` in one statement, each with its
+    message; moved on only from the tick read: another runner may have moved one first."""
+    table = connection.ops.quote_name(Schedule._meta.db_table)
+    whens = " ".join("WHEN %s THEN %s" for _ in ids)
+    marks = ", ".join("%s" for _ in ids)
+    params: list[Any] = [v for i in ids for v in (i, messages[i])]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET next_run_at = %s, last_run_at = %s, last_error = '', "  # noqa: S608 - no input in it
+            f"last_message_id = CASE id {whens} END, updated_at = %s WHERE id IN ({marks}) AND next_run_at = %s",
+            [following, tick, *params, timezone.now(), *ids, tick],
         )
-        if result.duplicate:
-            duplicates += 1
-        else:
-            produced += 1
-    return {"due": len(due), "produced": produced, "duplicates": duplicates, "failed": failed}
+
+
+def _produce_many(schedules: list[Schedule], ticks: dict[int, datetime | None]) -> dict[int, ProduceResult]:
+    """One produce of the due ticks of `schedules` (all of one business line)."""
+    biz = frozenset({schedules[0].biz_id}) if schedules[0].biz_id is not None else None
+    principal = Principal(name="schedules", scopes=("admin",), biz_ids=biz)
+    data = dict(Schedule.objects.filter(id__in=[s.id for s in schedules]).values_list("id", "data"))
+    items = []
+    for schedule in schedules:
+        tick = ticks[schedule.id]
+        assert tick is not None
+        headers = {**schedule.headers, "mq-schedule": schedule.name, "mq-schedule-tick": tick.astimezone(UTC).isoformat()}
+        items.append(ProduceItem(topic=schedule.topic, data=data[schedule.id], group=schedule.group_name, headers=headers,
+                                 dedup_key=f"schedule:{schedule.id}:{tick.astimezone(UTC).isoformat()}"[:200]))
+    results = messages_produce(principal=principal, items=items)
+    # The results come in the items' order: one for an item naming a group, one per
+    # subscribed group (the same number for every publish to a topic) for a publish.
+    named = Counter(item.topic for item in items if item.group is not None)
+    published = Counter(item.topic for item in items if item.group is None)
+    produced = Counter(result.topic for result in results)
+    copies = {topic: (produced[topic] - named[topic]) // count for topic, count in published.items()}
+    by_schedule: dict[int, ProduceResult] = {}
+    position = 0
+    for schedule, item in zip(schedules, items, strict=True):
+        by_schedule[schedule.id] = results[position]
+        position += 1 if item.group is not None else copies[item.topic]
+    return by_schedule
 
 
 def schedule_dict(schedule: Schedule) -> dict[str, Any]:

@@ -6,27 +6,24 @@ NEW and pulls are woken) or rolls back (they are deleted). A producer that dies 
 leaves the transaction open; the check-back task asks the producer's `check_url` what
 happened and resolves it, and gives up (rolls back) after MQ_TRANSACTION_GIVE_UP_SECONDS.
 
-The check-back is the broker calling out: only http(s), only to hosts the operator listed
-in MQ_TRANSACTION_CHECK_HOSTS, with a timeout, no redirects, and a bounded number at once.
+The check-back is the broker calling out, through mqcenter/core/outbound.py: only http(s),
+only to hosts MQ_TRANSACTION_CHECK_HOSTS allows the transaction's business line, each call
+within one total deadline, and fairly: each run asks at most MQ_OUTBOUND_PER_BIZ
+transactions of each line, all at once, so one line's slow or broken endpoints delay only
+that line's transactions, and one failed call never loses the others' answers.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import urllib.error
-import urllib.request
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
-from django.db.models.functions import Greatest
+from django.db.models import F, Q, Window
+from django.db.models.functions import Greatest, RowNumber
 from django.utils import timezone
 
 from messages.delivery.produce import ProduceItem, ProduceResult, messages_produce
@@ -35,15 +32,17 @@ from messages.models import Message, MessageTrace, Status, TraceEvent
 from messages.stats.live import live_moved
 from messages.transactions.models import Transaction
 from mqcenter.core.auth import Principal
-from mqcenter.core.errors import Conflict, InvalidRequest, MQError, NotFound
-from mqcenter.core.outbound import OPENER, host_allowed
+from mqcenter.core.errors import Conflict, InvalidRequest, NotFound
+from mqcenter.core.outbound import Answer, Call, allow_list, post_many, url_check
 from registry.wakeups import wakeup_hub
+from topics.models import Biz
 
 logger = logging.getLogger(__name__)
 
 MAX_CHECK_AFTER_SECONDS = 7 * 86400
 CHECK_BATCH = 100  # open transactions asked about per task run
 CHECK_ACTOR = "check-back"
+USER_AGENT = "mqcenter-check-back"
 LOG_LIMIT = 50  # entries kept in a transaction's own log
 
 # What a check endpoint answers -> what the broker does.
@@ -56,27 +55,23 @@ class PreparedBatch:
     results: list[ProduceResult]
 
 
-def check_url_validate(*, url: Any, field: str = "transaction.check_url") -> str:
-    """The URL if the broker may call it: http(s), with a host the operator listed."""
-    if not isinstance(url, str) or not url or len(url) > 2000:
-        raise InvalidRequest("check_url must be a URL of at most 2000 characters.", details={"field": field})
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidRequest("check_url must be an http or https URL.", details={"field": field})
-    if not settings.MQ_TRANSACTION_CHECK_HOSTS:
+def check_url_validate(*, url: Any, biz: str | None, field: str = "transaction.check_url") -> str:
+    """The URL if the broker may call it for business line `biz`: http(s), printable ASCII
+    without spaces or control characters, a host and port MQ_TRANSACTION_CHECK_HOSTS allows
+    that line."""
+    allowed = allow_list("MQ_TRANSACTION_CHECK_HOSTS")
+    if not allowed.entries:
         raise InvalidRequest(
             "Transactional messages are off: the operator has listed no check hosts (MQ_TRANSACTION_CHECK_HOSTS).",
             details={"field": field},
         )
-    if not _host_allowed(parts.hostname, parts.port):
-        raise InvalidRequest(
-            f"check_url's host {parts.hostname!r} is not in MQ_TRANSACTION_CHECK_HOSTS.", details={"field": field}
-        )
-    return url
+    return url_check(url=url, allowed=allowed, biz=biz, field=field, what="check_url").url
 
 
-def _host_allowed(host: str, port: int | None) -> bool:
-    return host_allowed(host, port, settings.MQ_TRANSACTION_CHECK_HOSTS)
+def _biz_names(ids: set[int | None]) -> dict[int | None, str | None]:
+    known = {i for i in ids if i is not None}
+    names: dict[int | None, str | None] = dict(Biz.objects.filter(id__in=known).values_list("id", "name"))
+    return {i: names.get(i) for i in ids}
 
 
 def transaction_prepare(
@@ -91,7 +86,7 @@ def transaction_prepare(
     a duplicate and does not join the transaction. `check_url` and `check_after_seconds`
     arrive as the request gave them and are validated here (400 naming the field).
     """
-    check_url = check_url_validate(url=check_url)
+    check_url = check_url_validate(url=check_url, biz=_biz_names({principal.home_biz_id})[principal.home_biz_id])
     if isinstance(check_after_seconds, bool) or not isinstance(check_after_seconds, int) or not (
         1 <= check_after_seconds <= MAX_CHECK_AFTER_SECONDS
     ):
@@ -215,43 +210,38 @@ def _entry(at: datetime, actor: str, event: str, log: str = "") -> dict[str, str
 # --- the check-back ------------------------------------------------------------------------
 
 
-def transactions_check(
-    *, now: datetime | None = None, call: Callable[[str, str], str] | None = None
-) -> dict[str, Any]:
+def transactions_check(*, now: datetime | None = None) -> dict[str, Any]:
     """Resolve open transactions: roll back those older than MQ_TRANSACTION_GIVE_UP_SECONDS,
     and ask `check_url` about those past `next_check_at`.
 
-    Safe on several workers at once: each transaction is taken by a conditional UPDATE of
-    its `next_check_at` (another worker may have taken it first: then the row count is 0),
-    and resolutions lock the row and accept only an open transaction. The HTTP calls run
-    outside any database transaction, at most MQ_TRANSACTION_CHECK_CONCURRENCY at once.
+    Fair across business lines: a run takes each line's earliest due transactions, at most
+    MQ_OUTBOUND_PER_BIZ of a line (and MQ_TRANSACTION_CHECK_CONCURRENCY in all), and asks
+    them all at once, so a run lasts one call's deadline at most. Safe on several workers at
+    once: each transaction is taken by a conditional UPDATE of its `next_check_at` (another
+    worker may have taken it first: then the row count is 0), and resolutions lock the row
+    and accept only an open transaction. The calls run outside any database transaction.
     """
     now = now or timezone.now()
-    call = call or check_back_call
     gave_up = 0
     cutoff = now - timedelta(seconds=settings.MQ_TRANSACTION_GIVE_UP_SECONDS)
     for txn_id in Transaction.objects.filter(state=Transaction.State.OPEN, created_at__lte=cutoff).values_list(
         "id", flat=True
     )[:CHECK_BATCH]:
         gave_up += _resolve_by_id(txn_id, commit=False, reason="gave up: no answer within MQ_TRANSACTION_GIVE_UP_SECONDS")
-    due = list(
-        Transaction.objects.filter(state=Transaction.State.OPEN, next_check_at__lte=now)
-        .order_by("next_check_at")
-        .values_list("id", "next_check_at", "check_url")[:CHECK_BATCH]
-    )
-    taken = []
-    for txn_id, next_check_at, url in due:
-        won = Transaction.objects.filter(
-            id=txn_id, state=Transaction.State.OPEN, next_check_at=next_check_at
-        ).update(next_check_at=now + timedelta(seconds=settings.MQ_TRANSACTION_RECHECK_SECONDS), attempts=F("attempts") + 1)
-        if won:
-            taken.append((txn_id, url))
+    taken = _due_taken(now)
     if not taken:
         return {"checked": 0, "committed": 0, "rolled_back": gave_up, "unknown": 0}
-    with ThreadPoolExecutor(max_workers=max(1, settings.MQ_TRANSACTION_CHECK_CONCURRENCY)) as pool:
-        answers = list(pool.map(lambda pair: _ask(call, *pair), taken))
+    answers = post_many(
+        [Call(url, {"transaction_id": txn_id}, biz=biz) for txn_id, url, biz in taken],
+        allowed=allow_list("MQ_TRANSACTION_CHECK_HOSTS"),
+        deadline=settings.MQ_TRANSACTION_CHECK_TIMEOUT_SECONDS,
+        user_agent=USER_AGENT,
+        per_group=settings.MQ_OUTBOUND_PER_BIZ,
+        overall=settings.MQ_TRANSACTION_CHECK_CONCURRENCY,
+    )
     counts = {"checked": len(taken), "committed": 0, "rolled_back": gave_up, "unknown": 0}
-    for (txn_id, _url), (state, error) in zip(taken, answers, strict=True):
+    for (txn_id, _url, _biz), answer in zip(taken, answers, strict=True):
+        state, error = check_answer_state(answer)
         if state == "commit":
             counts["committed"] += _resolve_by_id(txn_id, commit=True, reason="check-back answered commit")
         elif state == "rollback":
@@ -262,13 +252,40 @@ def transactions_check(
     return counts
 
 
-def _ask(call: Callable[[str, str], str], txn_id: str, url: str) -> tuple[str | None, str]:
+def _due_taken(now: datetime) -> list[tuple[str, str, str | None]]:
+    """(id, check_url, business line name) of the due transactions this run takes: each
+    line's earliest, at most MQ_OUTBOUND_PER_BIZ a line, lines taking turns."""
+    due = list(
+        Transaction.objects.filter(state=Transaction.State.OPEN, next_check_at__lte=now)
+        .annotate(line_rank=Window(RowNumber(), partition_by=[F("biz_id")], order_by=[F("next_check_at"), F("id")]))
+        .filter(line_rank__lte=max(1, settings.MQ_OUTBOUND_PER_BIZ))
+        .order_by("line_rank", "next_check_at", "id")
+        .values_list("id", "next_check_at", "check_url", "biz_id")[: max(1, settings.MQ_TRANSACTION_CHECK_CONCURRENCY)]
+    )
+    names = _biz_names({biz_id for *_, biz_id in due})
+    taken = []
+    for txn_id, next_check_at, url, biz_id in due:
+        won = Transaction.objects.filter(
+            id=txn_id, state=Transaction.State.OPEN, next_check_at=next_check_at
+        ).update(next_check_at=now + timedelta(seconds=settings.MQ_TRANSACTION_RECHECK_SECONDS), attempts=F("attempts") + 1)
+        if won:
+            taken.append((txn_id, url, names[biz_id]))
+    return taken
+
+
+def check_answer_state(answer: Answer) -> tuple[str | None, str]:
+    """What a check endpoint's answer says: ("commit" | "rollback" | "unknown", "") or, for a
+    failed call or an answer without a known state, (None, why): ask again later."""
+    if not answer.ok:
+        return None, f"check-back failed: {answer.error}"[:500]
     try:
-        # Checked again at call time: the operator may have removed the host since.
-        check_url_validate(url=url)
-        return call(url, txn_id), ""
-    except (OSError, ValueError, MQError) as exc:  # "ask again later", recorded on the row
-        return None, f"check-back failed: {exc}"[:500]
+        body = answer.json()
+    except ValueError:
+        return None, "check-back failed: the answer is not JSON"
+    state = body.get("state") if isinstance(body, dict) else None
+    if state not in CHECK_STATES:
+        return None, f"check-back failed: the answer has no state of {', '.join(CHECK_STATES)}"
+    return str(state), ""
 
 
 def transaction_abandon(*, transaction_id: str, reason: str) -> int:
@@ -293,23 +310,6 @@ def _note(txn_id: str, error: str) -> None:
             txn.last_error = error
             txn.log = [*txn.log, _entry(timezone.now(), CHECK_ACTOR, "unknown", error)][-LOG_LIMIT:]
             txn.save(update_fields=["last_error", "log"])
-
-
-def check_back_call(url: str, transaction_id: str) -> str:
-    """POST {"transaction_id"} to `url`; the answer's state ("commit", "rollback" or
-    "unknown"). Raises on a timeout, a non-2xx answer or an answer without a known state."""
-    # The scheme is http(s): check_url_validate ran just before, at call time.
-    request = urllib.request.Request(  # noqa: S310
-        url, data=json.dumps({"transaction_id": transaction_id}).encode(), method="POST",
-        headers={"Content-Type": "application/json", "User-Agent": "mqcenter-check-back"},
-    )
-    with OPENER.open(request, timeout=settings.MQ_TRANSACTION_CHECK_TIMEOUT_SECONDS) as response:
-        body = response.read(64 * 1024)
-    answer = json.loads(body)
-    state = answer.get("state") if isinstance(answer, dict) else None
-    if state not in CHECK_STATES:
-        raise ValueError(f"answer has no state of {', '.join(CHECK_STATES)}")
-    return str(state)
 
 
 def transactions_open(*, principal: Principal, limit: int = 200) -> list[Transaction]:

@@ -18,8 +18,10 @@ def parse_iso_datetime(value: Any) -> datetime | None:
         parsed = parse_datetime(value)
         if parsed is not None and parsed.tzinfo is not None:
             parsed.astimezone(UTC)  # raises OverflowError past year 9999 or before year 1
-            if parsed.year in (1, 9999):  # the database's own range and timedeltas added to it
-                return None
     except (ValueError, OverflowError):
+        return None
+    # Naive values too: they are read as UTC, and windows and delays computed from them
+    # (a report's default start a day before its end) leave the calendar.
+    if parsed is not None and parsed.year in (1, 9999):  # the database's own range
         return None
     return parsed

@@ -65,7 +65,7 @@ def console() -> Iterator[Console]:
     server = BrokerServer("console_browser", extra_env={
         "REDIS_URL": REDIS_INDEX_URL, "CELERY_BROKER_URL": REDIS_INDEX_URL,
         "MQ_REDRIVE_SYNC_LIMIT": "20", "MQ_ADVERTISED_URL": f"http://127.0.0.1:{port}",
-        "MQ_ALARM_WEBHOOK_HOSTS": "127.0.0.1",  # the tests' own webhook servers, any port
+        "MQ_ALARM_WEBHOOK_HOSTS": "127.0.0.1:*",  # the tests' own webhook servers, any port
     })
     server.setup()
     server.manage("shell", "-c", CREATE_USERS)

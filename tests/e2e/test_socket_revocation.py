@@ -192,3 +192,21 @@ def test_a_consumer_socket_hears_no_wake_of_another_lines_topic_created_later(
             # Wakes are published in order: the rival's came first, so it would be heard first.
             first = json.loads(socket.recv(timeout=10))
             assert first == {"type": "wake", "topic": "mine", "group": "g"}
+
+
+def test_a_consumer_socket_answers_another_lines_topic_as_one_that_does_not_exist(
+    broker: tuple[BrokerServer, str],
+) -> None:
+    server, url = broker
+    rival = server.manage("createtoken", "--biz", "rival", "--scope", "admin").strip()
+    mine = server.manage("createtoken", "--biz", "shop", "--scope", "consume:*").strip()
+    with server.client(url, rival) as client:
+        made = client.post("/api/v1/messages", json={"messages": [{"topic": "rivals.secret", "data": 1}]})
+        assert made.status_code == 201, made.text
+    answers = []
+    for topic in ("rivals.secret", "nobody.has.this"):
+        with connect(ws_url(url, "/ws/v1/consumer"), additional_headers={"Authorization": f"Bearer {mine}"}) as socket:
+            socket.send(json.dumps({"subscribe": [{"topic": topic, "group": "g"}]}))
+            answer = json.loads(socket.recv(timeout=10))
+            answers.append({**answer, "subscriptions": [{**s, "topic": "?"} for s in answer.get("subscriptions", [])]})
+    assert answers[0] == answers[1] == {"type": "subscribed", "subscriptions": [{"topic": "?", "group": "g"}]}

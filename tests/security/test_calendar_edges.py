@@ -31,3 +31,17 @@ def test_an_edit_and_a_search_with_an_edge_time_answer_400(admin_api: Any, produ
     bulk = admin_api.post("/api/v1/messages/redrive", {"filter": {"added_before": moment}})
 
     assert [r.status_code for r in (edit, search, bulk)] == [400, 400, 400]
+
+
+@pytest.mark.parametrize("field", ["since", "until"])
+@pytest.mark.parametrize("moment", ["0001-01-01T00:00:00", "9999-12-31T23:59:59", "0001-01-01T00:00:00+14:00"])
+def test_a_report_run_with_an_edge_time_answers_400_naming_the_field(field: str, moment: str) -> None:
+    from reports.models import ReportRun
+    from tests.support.console import client_for, make_user
+
+    operator = client_for(make_user("edge-operator", superuser=True))
+    response = operator.post("/reports/run/", {"kind": "heap", field: moment})
+
+    assert response.status_code == 400, response.content[:300]
+    assert field.encode() in response.content
+    assert not ReportRun.objects.exists()

@@ -41,7 +41,7 @@ def broker(tmp_path_factory: Any) -> Iterator[dict[str, Any]]:
         extra_env={
             "MQ_LEASE_GRACE_SECONDS": "0",
             "MQ_LEASE_RECOVERY_SECONDS": "0.2",
-            "MQ_TRANSACTION_CHECK_HOSTS": "127.0.0.1",
+            "MQ_TRANSACTION_CHECK_HOSTS": "127.0.0.1:*",
         },
     )
     try:

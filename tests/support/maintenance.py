@@ -118,7 +118,9 @@ class CeleryProcesses:
         return proc
 
     def worker(self, name: str) -> None:
-        self._spawn(name, "worker", "-P", "solo", "-Q", self.queue, "-n", f"{name}-{self.queue}@%h", "-l", "INFO", "--without-gossip",
+        # Its maintenance queue and its outbound queue (check-backs, webhooks).
+        queues = f"{self.queue},{self.queue}.outbound"
+        self._spawn(name, "worker", "-P", "solo", "-Q", queues, "-n", f"{name}-{self.queue}@%h", "-l", "INFO", "--without-gossip",
                     "--without-mingle", "--without-heartbeat")
         wait_for(lambda: b"ready" in (self.logs[-1].read_bytes()), timeout=90, what=f"worker {name} ready")
 
@@ -126,13 +128,13 @@ class CeleryProcesses:
         self._spawn("beat", "beat", "-l", "INFO", "-s", str(self.tmp / "beat-schedule"),
                     "--max-interval", "1")
 
-    def send(self, task: str, *args: Any) -> None:
+    def send(self, task: str, *args: Any, queue: str | None = None) -> None:
         from kombu import Connection
 
         from mqcenter.celery import app
 
         with Connection(self.redis_url) as conn:
-            app.send_task(task, args=list(args), connection=conn, queue=self.queue)
+            app.send_task(task, args=list(args), connection=conn, queue=queue or self.queue)
 
     def output(self) -> str:
         return "\n".join(p.read_text(errors="replace")[-4000:] for p in self.logs)
@@ -146,7 +148,8 @@ class CeleryProcesses:
         import redis
 
         client = redis.Redis.from_url(self.redis_url)
-        client.delete(self.queue, f"_kombu.binding.{self.queue}", f"_kombu.binding_permanent.{self.queue}")
+        for queue in (self.queue, f"{self.queue}.outbound"):
+            client.delete(queue, f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}")
 
 
 @pytest.fixture

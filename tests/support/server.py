@@ -45,11 +45,22 @@ def stop_processes(procs: list[subprocess.Popen[bytes]], timeout: float = 15.0) 
             proc.wait(timeout=10)
 
 
-def start_celery_worker(env: dict[str, str], output: Any = subprocess.DEVNULL, level: str = "warning") -> subprocess.Popen[bytes]:
-    """A real Celery worker (solo pool) for the broker whose environment is `env`."""
+def celery_queues(env: dict[str, str]) -> tuple[str, str]:
+    """The maintenance queue and the outbound queue of the broker whose environment is `env`."""
+    queue = env.get("CELERY_TASK_DEFAULT_QUEUE", "celery")
+    return queue, env.get("MQ_OUTBOUND_QUEUE", f"{queue}.outbound")
+
+
+def start_celery_worker(
+    env: dict[str, str], output: Any = subprocess.DEVNULL, level: str = "warning", queues: str = "both"
+) -> subprocess.Popen[bytes]:
+    """A real Celery worker (solo pool) for the broker whose environment is `env`, taking
+    jobs of its maintenance queue, its outbound queue or (by default) both."""
+    maintenance, outbound = celery_queues(env)
+    names = {"both": f"{maintenance},{outbound}", "maintenance": maintenance, "outbound": outbound}[queues]
     return subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "mqcenter", "worker", "-P", "solo", "--without-gossip",
-         "--without-mingle", "-l", level],
+         "--without-mingle", "-Q", names, "-n", f"{queues}-{os.getpid()}-{len(names)}@%h", "-l", level],
         cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT,
     )
 

@@ -23,6 +23,7 @@ class WebhookServer:
         delay: float = 0.0,
     ) -> None:
         self.status, self.reply, self.slow, self.delay = status, reply, slow, delay
+        self.extra_headers: dict[str, str] = {}  # sent with every answer (a redirect's Location)
         self.received: list[dict[str, Any]] = []  # {"path", "headers", "body", "at"}
         self.lock = threading.Lock()
         self.release = threading.Event()  # set on exit: held answers end at once
@@ -47,6 +48,8 @@ class WebhookServer:
                     self.send_response(server.status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(server.reply)))
+                    for name, value in server.extra_headers.items():
+                        self.send_header(name, value)
                     self.end_headers()
                     self.wfile.write(server.reply)
                 except (BrokenPipeError, ConnectionResetError):
@@ -76,3 +79,88 @@ class WebhookServer:
         self.release.set()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+class RawServer:
+    """A TCP server on 127.0.0.1 (threads of the test process) that answers each connection
+    with `answer(connection)`: for servers that do not speak proper HTTP. Counts the
+    connections it took; `stop` (or leaving the `with`) ends every answer still running."""
+
+    def __init__(self, answer: Any) -> None:
+        import socket
+
+        self.answer = answer
+        self.stop = threading.Event()
+        self.connections = 0
+        self.lock = threading.Lock()
+        self.sock = socket.create_server(("127.0.0.1", 0), backlog=512)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.host = f"127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+
+    def url(self, path: str = "/hook") -> str:
+        return f"http://{self.host}{path}"
+
+    def _accept(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with self.lock:
+                self.connections += 1
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: Any) -> None:
+        try:
+            with conn:
+                conn.settimeout(5)
+                conn.recv(65536)  # the request (its head at least)
+                self.answer(conn, self.stop)
+        except OSError:
+            pass  # the caller hung up: its deadline
+
+    def __enter__(self) -> RawServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=5)
+        self.sock.close()
+
+
+def dripping_server(every: float = 1.0, answer: bytes = b'HTTP/1.1 200 OK\r\nContent-Length: 17\r\n\r\n{"state":"commit"}') -> RawServer:
+    """An HTTP server that sends a valid answer one byte every `every` seconds: each read
+    gets a byte well within any per-read timeout, the whole answer takes minutes."""
+
+    def drip(conn: Any, stop: threading.Event) -> None:
+        for byte in answer:
+            if stop.wait(every):
+                return
+            conn.sendall(bytes([byte]))
+
+    return RawServer(drip)
+
+
+def not_http_server(reply: bytes = b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n") -> RawServer:
+    """A server of another protocol: answers a line that is no HTTP status line and hangs up."""
+
+    def speak(conn: Any, stop: threading.Event) -> None:
+        conn.sendall(reply)
+
+    return RawServer(speak)
+
+
+def reset_server() -> RawServer:
+    """A server that resets every connection once it has read the request."""
+    import socket
+    import struct
+
+    def reset(conn: Any, stop: threading.Event) -> None:
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    return RawServer(reset)

@@ -26,19 +26,18 @@ from mqcenter.core.auth import Principal
 from registry.services import rank_cache
 from topics.cache import topic_cache
 from topics.models import DeliveryMode
-from topics.services import group_pull_record, group_subscribe, topic_require_biz
+from topics.services import group_pull_record, group_subscribe
 
 __all__ = ["Claim", "messages_claim"]
 
 
 def messages_claim(*, principal: Principal, topic: str, group: str, consumer: str, max_messages: int) -> Claim:
     """One claim attempt for `consumer`: up to `max_messages` deliverable messages leased to
-    it. Raises Forbidden for a topic of another business line, NotFound for a group the
-    topic lacks when groups are not created on demand."""
+    it. NotFound for a group the topic lacks when groups are not created on demand. A topic
+    of another business line answers as a missing one: nothing to claim."""
     topic_row = topic_cache.get(topic)
-    if topic_row is None:
+    if topic_row is None or not principal.may_biz(topic_row.biz_id):
         return Claim([], None)  # consumers may start before anyone produced
-    topic_require_biz(principal, topic_row)
     now = timezone.now()
     topic_group = topic_row.group_rows.get(group)  # type: ignore[attr-defined]
     if topic_group is None or (not topic_group.subscribed and settings.MQ_AUTO_CREATE_GROUPS):

@@ -18,6 +18,7 @@ DEFAULT_SCHEDULES: tuple[tuple[str, str, int, str], ...] = (
     ("mq maintenance: cleanup", "messages.maintenance.cleanup", 3600, "archive, Parquet export, purge, registry prune"),
     ("mq maintenance: alarms", "messages.maintenance.alarms", 60, "backlog / age / dead-letter alarms by e-mail"),
     ("mq transactions: check-back", "messages.transactions.check", 5, "ask producers about open transactions"),
+    ("mq alarms: webhooks", "messages.alarms.webhook", 5, "post alarms to their webhooks, retry failed posts"),
     ("mq schedules: tick", "messages.schedules.tick", 5, "produce the messages of due schedules"),
     ("mq reports: daily heap", "reports.report_heap_daily", 86400, "Spark heap report, e-mailed"),
 )

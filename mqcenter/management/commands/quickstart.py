@@ -124,7 +124,12 @@ class Command(BaseCommand):
         procs: list[subprocess.Popen[bytes]] = []
         if not options["no_celery"]:
             celery = [python, "-m", "celery", "-A", "mqcenter"]
-            procs.append(subprocess.Popen([*celery, "worker", "-l", "warning", "-P", "solo"]))
+            queue, outbound = settings.CELERY_TASK_DEFAULT_QUEUE, settings.MQ_OUTBOUND_QUEUE
+            procs.append(subprocess.Popen([*celery, "worker", "-l", "warning", "-P", "solo", "-Q", queue,
+                                           "-n", "maintenance@%h"]))
+            # Outbound calls on a worker of their own: a slow remote host never delays maintenance.
+            procs.append(subprocess.Popen([*celery, "worker", "-l", "warning", "-P", "threads", "-c", "4",
+                                           "-Q", outbound, "-n", "outbound@%h"]))
             procs.append(subprocess.Popen([*celery, "beat", "-l", "warning"]))
         procs.append(
             subprocess.Popen(
@@ -140,7 +145,7 @@ class Command(BaseCommand):
             )
         )
 
-        names = ["broker"] if options["no_celery"] else ["Celery worker", "Celery beat", "broker"]
+        names = ["broker"] if options["no_celery"] else ["Celery worker", "Celery outbound worker", "Celery beat", "broker"]
         asked_to_stop: list[bool] = []
 
         def stop(*_: Any) -> None:

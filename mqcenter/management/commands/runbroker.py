@@ -11,7 +11,6 @@ import os
 import socket
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 
@@ -58,9 +57,9 @@ class Command(BaseCommand):
             workers=options["workers"],
             log_level=options["log_level"],
             lifespan="on",
-            # X-Forwarded-For and -Proto are believed only from the proxies the operator names.
-            proxy_headers=bool(settings.MQ_TRUSTED_PROXIES),
-            forwarded_allow_ips=",".join(settings.MQ_TRUSTED_PROXIES) or None,
+            # X-Forwarded-For and -Proto are decided in one place, mqcenter/core/proxies.py
+            # (believed only from MQ_TRUSTED_PROXIES): uvicorn passes them through untouched.
+            proxy_headers=False,
             timeout_graceful_shutdown=5,
             # uvicorn formats each access-log line's fields before the logger drops it at the
             # default level: ~5% of the event loop's time answering a thousand long-polls

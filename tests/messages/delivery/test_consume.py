@@ -285,10 +285,10 @@ def test_a_pull_refused_for_its_topic_acks_nothing(producer_api, consumer_api):
     assert Message.objects.get(id=entry["id"]).status == "RUNNING"
 
 
-def test_a_pull_cannot_ack_messages_outside_its_tokens_scope(admin_api, producer_api, consumer_api, shop):
+def test_a_pull_cannot_ack_messages_outside_its_tokens_scope(shop_admin_api, producer_api, consumer_api, shop):
     produce(producer_api, {"topic": "orders", "data": 1})
-    [other] = produce(admin_api, {"topic": "payments", "data": 1})
-    [held] = pull(admin_api, "payments", consumer="c1")
+    [other] = produce(shop_admin_api, {"topic": "payments", "data": 1})  # its line, not its scope
+    [held] = pull(shop_admin_api, "payments", consumer="c1")
     assert held["id"] == other["id"]
     response = consumer_api.post("/api/v1/pull", {
         "topic": "orders", "consumer": "c1", "results": [{"id": other["id"], "status": "SUCCESS"}]})

@@ -242,7 +242,7 @@ def test_it_accepts_messages_for_a_paused_topic_but_pull_returns_none(admin_api,
 def test_it_refuses_produce_into_another_biz_topic(admin_api, outsider_api, shop):
     assert admin_api.post("/api/v1/topics", {"topic": "orders", "biz": "shop"}).status_code == 201
     response = outsider_api.post("/api/v1/messages", {"messages": [{"topic": "orders", "data": 1}]})
-    expect_error(response, 403, "forbidden")
+    expect_error(response, 404, "not_found")  # as a topic that does not exist
     assert Message.objects.count() == 0
 
 

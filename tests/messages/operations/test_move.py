@@ -158,7 +158,7 @@ def test_it_refuses_a_target_of_another_business_line_or_unknown(shop_admin_api,
     ids = [three["dead"], three["waiting"]]
 
     expect_error(
-        move(shop_admin_api, {"ids": ids, "to_topic": "ledger", "to_group": "g"}), 403, "forbidden"
+        move(shop_admin_api, {"ids": ids, "to_topic": "ledger", "to_group": "g"}), 404, "not_found"
     )
     expect_error(
         move(shop_admin_api, {"ids": ids, "to_topic": "nowhere", "to_group": "g"}), 404, "not_found"
