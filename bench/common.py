@@ -3,7 +3,8 @@
 Services are the real ones of the machine (MariaDB on 127.0.0.1:3306 as root, Redis on
 127.0.0.1:6379, RabbitMQ on 127.0.0.1:5672); the bench uses its own database names
 (`mq_e2e_bench*`, `mq_bench_*`) and its own Redis database index, so it never touches what
-tests or other engineers use.
+tests use. Engineers sharing a machine each set MQ_BENCH_ID: every broker database then
+ends in `_<MQ_BENCH_ID>`, and the Redis keys of the bench's counters carry it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from tests.support.server import ROOT, BrokerServer
 RESULTS_DIR = Path(os.environ.get("MQ_BENCH_RESULTS", ROOT / "bench" / "results"))
 REDIS_DB = int(os.environ.get("MQ_BENCH_REDIS_DB", "7"))
 REDIS_URL = f"redis://127.0.0.1:6379/{REDIS_DB}"
+BENCH_ID = os.environ.get("MQ_BENCH_ID", "")
+KEY_ID = f"{BENCH_ID}:" if BENCH_ID else ""  # in the Redis keys of the bench's counters
 MYSQL = {"host": "127.0.0.1", "user": "root", "port": 3306}
 # The database under test: MariaDB, or PostgreSQL (`python -m bench --database postgres`),
 # whose figures are stored under the same names with DB_SUFFIX and judged against its own
@@ -186,6 +189,8 @@ class BenchBroker(BrokerServer):
     """A BrokerServer whose processes can be served by any of SERVINGS."""
 
     def __init__(self, name: str = "bench", *, serving: str = DEFAULT_SERVING, **extra_env: str) -> None:
+        if BENCH_ID:
+            name = f"{name}_{BENCH_ID}"
         database_url = f"{POSTGRES_URL}/mq_e2e_{name}" if POSTGRES else None
         super().__init__(name, per_run=False, database_url=database_url, extra_env={"REDIS_URL": REDIS_URL, "MQ_LOG_LEVEL": "WARNING",
                                                          "DJANGO_SECRET_KEY": os.environ.get("DJANGO_SECRET_KEY", "bench-only-" + "k" * 40),

@@ -20,6 +20,7 @@ import httpx
 
 from bench.common import (
     DB_PROCESS,
+    KEY_ID,
     PYTHON,
     REDIS_URL,
     ROOT,
@@ -235,7 +236,7 @@ def sdk_e2e_rate(broker: BenchBroker, topic: str, messages: int, processes: int 
     the SDK consumer processes, MariaDB and Redis, from the first handled message on.
     """
     sql_fill(broker, topic, messages)
-    counter = redis_counter(f"bench:done:{topic}")
+    counter = redis_counter(f"bench:{KEY_ID}done:{topic}")
     with SdkConsumers(broker, topic, processes) as consumers:
         if cpu is None:
             return drain_rate(counter, messages)
@@ -256,7 +257,7 @@ def fanout_e2e_rate(broker: BenchBroker, topic: str, groups: list[str], messages
     """Copies/s delivered: `messages` published (through the API, so each group gets its
     copy) and drained by two SDK consumer processes per group."""
     produce_rate(broker, topic, messages)
-    counter = redis_counter(f"bench:done:{topic}")
+    counter = redis_counter(f"bench:{KEY_ID}done:{topic}")
     with contextlib.ExitStack() as stack:
         for group in groups:
             stack.enter_context(SdkConsumers(broker, topic, 2, group=group))
@@ -267,7 +268,7 @@ def sdk_latency(broker: BenchBroker, topic: str, samples: int, gap: float = 0.02
     """Produce call start → handler start, one message at a time, to one idle consumer."""
     from mqclient import Producer
 
-    key = f"bench:latency:{topic}"
+    key = f"bench:{KEY_ID}latency:{topic}"
     client = redis_client()
     client.delete(key)
     with SdkConsumers(broker, topic, 1, mode="latency", concurrency=1, prefetch=0), \

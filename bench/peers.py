@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
-from bench.common import PYTHON, REDIS_URL, ROOT, mysql_connect, redis_client
+from bench.common import KEY_ID, PYTHON, REDIS_URL, ROOT, mysql_connect, redis_client
 from bench.load import _in_threads, drain_rate, redis_counter
 
 CELERY_BROKER = "redis://127.0.0.1:6379/8"
@@ -74,7 +74,7 @@ def celery_e2e(run: str, count: int) -> tuple[float, float]:
     """(enqueue rate, drain rate) for `count` no-op tasks and one worker, concurrency 2."""
     mod = _celery_app()
     mod.app.control.purge()
-    counter = redis_counter(f"bench:done:{run}")
+    counter = redis_counter(f"bench:{KEY_ID}done:{run}")
     enqueue = celery_enqueue(run, count)
     with _processes([CELERY_WORKER], _env(), "celery"):
         return enqueue, drain_rate(counter, count // THREADS * THREADS)
@@ -84,7 +84,7 @@ def celery_latency(samples: int, gap: float = 0.02) -> list[float]:
     mod = _celery_app()
     mod.app.control.purge()
     run = f"lat{int(time.time())}"
-    key = f"bench:latency:{run}"
+    key = f"bench:{KEY_ID}latency:{run}"
     client = redis_client()
     with _processes([CELERY_WORKER], _env(), "celery"):
         deadline = time.monotonic() + 60
@@ -126,7 +126,7 @@ def djangoq_e2e(run: str, count: int) -> tuple[float, float]:
     conn.cursor().execute("DELETE FROM django_q_ormq")
     conn.commit()
     conn.close()
-    counter = redis_counter(f"bench:done:{run}")
+    counter = redis_counter(f"bench:{KEY_ID}done:{run}")
     out = subprocess.run([PYTHON, "-m", "bench.workloads.dq_tasks", run, str(count), str(THREADS)],
                          cwd=ROOT, env=_dq_env(), check=True, capture_output=True, text=True, timeout=1800)
     enqueue = float(out.stdout.strip().splitlines()[-1])
@@ -169,7 +169,7 @@ def rabbit_enqueue(queue: str, count: int) -> float:
 
 def rabbit_e2e(run: str, count: int, consumers: int = 4) -> tuple[float, float]:
     queue = f"bench-{run}"
-    counter = redis_counter(f"bench:done:{run}")
+    counter = redis_counter(f"bench:{KEY_ID}done:{run}")
     enqueue = rabbit_enqueue(queue, count)
     commands = [[PYTHON, "-m", "bench.workloads.rabbit_consumer", queue, run] for _ in range(consumers)]
     try:

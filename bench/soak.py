@@ -31,6 +31,7 @@ import httpx
 
 from bench import load
 from bench.common import (
+    KEY_ID,
     ROOT,
     BenchBroker,
     Results,
@@ -87,7 +88,7 @@ def _capacity(broker: BenchBroker, offered: float, seconds: float) -> dict[str, 
 def _paced_load(broker: BenchBroker, topic: str, rate: float, seconds: float, label: str) -> dict[str, Any]:
     """Producers paced at `rate` and 4 SDK consumer processes on `topic` for `seconds`,
     measured in WINDOW-second windows."""
-    key = f"bench:latency:{topic}"
+    key = f"bench:{KEY_ID}latency:{topic}"
     client = redis_client()
     client.delete(key)
     windows: list[dict[str, Any]] = []

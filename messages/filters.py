@@ -30,6 +30,7 @@ class MessageFilter:
     added_before: datetime | None = None
     priority: int | None = None
     text: str | None = None  # substring of the payload (scans: combine with other filters)
+    tag: str | None = None  # not indexed: combine with a topic (its keyset order)
 
     TIME_FIELDS: ClassVar[tuple[str, ...]] = ("added_after", "added_before")
 
@@ -48,7 +49,7 @@ class MessageFilter:
         if not blank_is_absent:
             _require_json_types(raw, field_prefix)
         values: dict[str, Any] = {}
-        for name in ("topic", "group", "key", "text"):
+        for name in ("topic", "group", "key", "text", "tag"):
             if raw.get(name) not in (None, ""):
                 values[name] = str(raw[name])
         if raw.get("status") not in (None, ""):
@@ -106,6 +107,8 @@ class MessageFilter:
             rows = rows.filter(status__in=self.status)
         if self.key:
             rows = rows.filter(key=self.key)
+        if self.tag:
+            rows = rows.filter(tag=self.tag)
         if self.priority is not None:
             rows = rows.filter(priority=self.priority)
         if self.added_after:
@@ -149,8 +152,9 @@ def _require_json_types(raw: dict[str, Any], field_prefix: str) -> None:
             continue
         if name in ("id", "priority"):
             ok = isinstance(value, int) and not isinstance(value, bool)
-        elif name == "status":
-            ok = isinstance(value, list) and all(isinstance(s, str) for s in value)
+        elif name == "status":  # one status, or a list of them
+            ok = (isinstance(value, str) and value != "") or (
+                isinstance(value, list) and all(isinstance(s, str) for s in value))
         else:
             ok = isinstance(value, str) and value != ""
         if not ok:

@@ -61,6 +61,15 @@ class Message(models.Model):
     priority = models.SmallIntegerField(default=DEFAULT_PRIORITY, db_default=DEFAULT_PRIORITY)
     # Not delivered by then: EXPIRED (a dead letter), set by the claim or the expiry sweep.
     expires_at = models.DateTimeField(null=True, blank=True)
+    # A copy (a replay's, an archive redrive's or a move's): when it was made. It keeps the
+    # original's add_time; backlogs and reports count it from here. NULL for a produce.
+    copied_at = models.DateTimeField(null=True, blank=True)
+    # One short label a group's subscription filter may select on (messages/routing/).
+    tag = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 - NULL: no tag
+    # The batch this message belongs to (messages/batches/): its finish counts towards it.
+    batch_id = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 - NULL: none
+    # `dedup_key` is unique until then only (messages/dedup.py); NULL: while the row is kept.
+    dedup_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "mq_message"
@@ -120,6 +129,7 @@ class MessageTrace(models.Model):
 # Each capability's tables, imported so the app registers them.
 from messages.alarms.models import Alarm  # noqa: E402, F401
 from messages.archive.models import ArchiveExport, MessageArchive  # noqa: E402, F401
+from messages.batches.models import Batch  # noqa: E402, F401
 from messages.maintenance.models import MaintenanceRun  # noqa: E402, F401
 from messages.operations.models import BulkJob  # noqa: E402, F401
 from messages.schedules.models import Schedule  # noqa: E402, F401

@@ -23,6 +23,7 @@ def message_full(message: Message) -> dict[str, Any]:
         "lease_owner": message.lease_owner,
         "last_log": message.last_log,
         "update_time": message.update_time,
+        "copied_at": message.copied_at,
     }
 
 
@@ -69,6 +70,7 @@ class MessageSerializer(serializers.Serializer):
     last_log = serializers.CharField()
     add_time = serializers.DateTimeField()
     update_time = serializers.DateTimeField()
+    copied_at = serializers.DateTimeField(allow_null=True)
 
 
 class TraceEventSerializer(serializers.Serializer):

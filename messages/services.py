@@ -14,17 +14,19 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from messages.delivery.produce import messages_produce
+from messages.batches.progress import batches_finished
+from messages.delivery.produce import ProduceItem, ProduceResult, messages_produce
 from messages.delivery.trace import trace_row, trace_write
 from messages.delivery.validation import data_size_check
 from messages.models import Message, Status, TraceEvent
+from messages.states import PREPARED_CANCEL_LOG
 from messages.stats.live import live_moved
 from mqcenter.core.audit import audit_record
 from mqcenter.core.auth import Principal
 from mqcenter.core.errors import Conflict, InvalidRequest, NotFound
 from registry.wakeups import wakeup_hub
 from topics.models import Topic
-from topics.services import topic_is_deleting
+from topics.services import DEFAULT_GROUP, topic_is_deleting
 
 EDITABLE_STATUSES = (Status.NEW, Status.SUCCESS, Status.FAIL, Status.TIMEOUT)
 # Not yet running and not finished: a waiting (possibly delayed) message, or half of an
@@ -134,7 +136,32 @@ def messages_cancel_rows(principal: Principal, rows) -> int:  # type: ignore[no-
         Message.objects.filter(id__in=[m.id for m in messages]).update(
             status=Status.CANCELLED, lease_expires_at=None, update_time=now
         )
+        logs = {m.id: PREPARED_CANCEL_LOG if m.status == Status.PREPARED else "" for m in messages}
         for message in messages:
             message.status = Status.CANCELLED
-        trace_write(trace_row(m, TraceEvent.CANCELLED, at=now, actor=principal.name) for m in messages)
+        trace_write(trace_row(m, TraceEvent.CANCELLED, at=now, actor=principal.name, log=logs[m.id])
+                    for m in messages)
+        batches_finished(messages, now=now)
     return len(messages)
+
+
+def publish_notes(items: list[ProduceItem], results: list[ProduceResult]) -> list[dict[str, Any]]:
+    """What a produce's answer says besides the results: the topics whose publishes (items
+    without a group) found no subscribed group and wait in `default`, which no later
+    subscriber takes over (move them: `POST /api/v1/messages/move`, or the console)."""
+    published: dict[str, int] = {}
+    for item in items:
+        if item.group is None or item.broadcast:
+            published[item.topic] = published.get(item.topic, 0) + 1
+    named = {(item.topic, item.group) for item in items if not (item.group is None or item.broadcast)}
+    notes = []
+    for topic, count in sorted(published.items()):
+        copies_to = {r.group for r in results if r.topic == topic and (topic, r.group) not in named}
+        if copies_to == {DEFAULT_GROUP}:
+            notes.append({
+                "code": "no_subscriber", "topic": topic, "group": DEFAULT_GROUP, "count": count,
+                "message": f"Topic {topic!r} has no subscribed group: {count} published message(s) wait in group "
+                           f"{DEFAULT_GROUP!r}, which a group subscribing later does not take over. Pull group "
+                           f"{DEFAULT_GROUP!r}, or move them (POST /api/v1/messages/move).",
+            })
+    return notes

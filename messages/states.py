@@ -41,3 +41,8 @@ class TraceEvent(models.TextChoices):
     COMMITTED = "committed"
     CANCELLED = "cancelled"
     MOVED = "moved"  # to another topic/group: on the original and on its copy
+
+
+# In the log of the `cancelled` event of a message cancelled while PREPARED (before its
+# transaction's commit): it was never produced. The reports read it (spark/transform/asof.py).
+PREPARED_CANCEL_LOG = "cancelled while PREPARED, before its commit"

@@ -20,9 +20,12 @@ from django.utils import timezone
 
 from messages.archive.models import MessageArchive
 from messages.delivery.claims.gate import bucket_size
-from messages.models import DEAD_STATUSES, Message, Status
+from messages.delivery.trace import trace_row, trace_write
+from messages.models import DEAD_STATUSES, Message, MessageTrace, Status, TraceEvent
 from messages.operations.models import BulkJob
 from messages.operations.replay import replay_batch, replay_estimate, replay_run_key
+from messages.routing.filters import filter_parse, filtered_out, skipped_reset
+from messages.stats.live import live_moved
 from mqcenter.celery import app as celery_app
 from mqcenter.core.audit import audit_record
 from mqcenter.core.auth import Principal
@@ -65,30 +68,40 @@ def start_parse(value: Any, *, field: str = "start") -> str | datetime:
 
 def group_create(
     *, principal: Principal, topic: Topic, name: str, mode: str = DeliveryMode.QUEUE,
-    start: str | datetime = "latest", limits: dict[str, Any] | None = None,
+    start: str | datetime = "latest", limits: dict[str, Any] | None = None, filter: Any = None,
 ) -> tuple[TopicGroup, int | None]:
-    """Subscribe a new group to `topic`. From `earliest` or a time, the topic's retained
-    publishes since then are replayed into it: at once when few, else as a job.
-    Returns the group and the replay job's id (None when none was needed)."""
+    """Subscribe a new group to `topic`, with an optional subscription filter (as the
+    request gives it; messages/routing/filters.py checks it). From `earliest` or a time, the
+    topic's retained publishes since then are replayed into it: at once when few, else as
+    a job. Returns the group and the replay job's id (None when none was needed)."""
     topic_require_biz(principal, topic)
     settings_in = _validated({"mode": mode, **(limits or {})})
+    spec = filter_parse(filter)
     with transaction.atomic():
         lock_topic(topic.pk, share=False)
         # A group messages were only sent to by name is subscribed now, keeping its messages.
         group = TopicGroup.objects.filter(topic=topic, name=name).first() or TopicGroup(topic=topic, name=name)
         if group.pk is not None and group.subscribed:
             raise Conflict(f"Group {name!r} of topic {topic.name!r} already exists.", details={"field": "group"})
+        if group.pk is None:
+            # Rows of the name without a group row are a deleted group's not yet ended: end
+            # them first, so the new group sees none of them.
+            _leftovers_end(topic, name, _high_water(), actor=principal.name)
         group.subscribed = True
         for field, value in settings_in.items():
             setattr(group, field, value)
         if group.rate_per_second is not None:
             group.rate_tokens, group.rate_refilled_at = bucket_size(group.rate_per_second), timezone.now()
+        group.filter_spec, group.filter_set_at = spec, timezone.now() if spec is not None else None
         group.save()
+        if spec is not None:
+            skipped_reset(group.pk)
         # Every publish up to here is committed (we hold the topic's lock); later ones copy
         # to this group themselves.
         high_water = _high_water()
         audit_record(actor=principal.name, action="group.create", target=group, target_name=f"{topic.name}/{name}",
-                     after={**_names(topic, name), "mode": group.mode, "start": str(start), **_limits(group)})
+                     after={**_names(topic, name), "mode": group.mode, "start": str(start), **_limits(group),
+                            **({"filter": spec} if spec is not None else {})})
     if start == "latest":
         return group, None
     return group, _replay(principal, topic, name, start if isinstance(start, datetime) else None, high_water)
@@ -143,36 +156,52 @@ def _replay_job(principal: Principal, topic: Topic, group: str, since: datetime 
 
 
 def group_update(*, principal: Principal, topic: Topic, name: str, changes: dict[str, Any]) -> TopicGroup:
-    """Change a group's mode, pause or flow limits (None lifts a limit)."""
+    """Change a group's mode, pause, flow limits (None lifts a limit) or subscription filter
+    (None removes it). A filter change takes the topic's exclusive lock: each publish is
+    copied under the old filter or the new one, and the new one applies to every later
+    publish; its `filtered_out` count starts again from zero."""
     group = group_get(principal=principal, topic=topic, name=name)
+    changes = dict(changes)
+    new_filter = "filter" in changes
+    spec = filter_parse(changes.pop("filter", None))
     clean = _validated(changes)
     with transaction.atomic():
+        if new_filter:
+            lock_topic(topic.pk, share=False)
         # Locked and re-read: concurrent changes of other settings, and the claims' writes
         # of the rate bucket, are kept.
         group = TopicGroup.objects.select_for_update().get(pk=group.pk)
-        before = {"mode": group.mode, **_limits(group)}
+        before = {"mode": group.mode, **_limits(group), **({"filter": group.filter_spec} if new_filter else {})}
         for field, value in clean.items():
             setattr(group, field, value)
         fields = list(clean)
+        if new_filter:
+            group.filter_spec, group.filter_set_at = spec, timezone.now() if spec is not None else None
+            fields += ["filter_spec", "filter_set_at"]
+            skipped_reset(group.pk)
         if "rate_per_second" in clean and group.rate_per_second is not None:
             group.rate_tokens, group.rate_refilled_at = bucket_size(group.rate_per_second), timezone.now()
             fields += ["rate_tokens", "rate_refilled_at"]
         group.save(update_fields=fields)
         audit_record(actor=principal.name, action="group.update", target=group, target_name=f"{topic.name}/{name}",
-                     before=before, after={**_names(topic, name), "mode": group.mode, **_limits(group)})
+                     before=before, after={**_names(topic, name), "mode": group.mode, **_limits(group),
+                                           **({"filter": spec} if new_filter else {})})
         # A resumed or widened group's waiting pulls need not wait out their fallback.
         transaction.on_commit(lambda: wakeup_hub().publish([(topic.name, name)]))
     return group
 
 
 def group_delete(*, principal: Principal, topic: Topic, name: str) -> int:
-    """Unsubscribe: later publishes no longer copy to the group, and its NEW messages are
-    removed (finished ones age out with retention; running ones finish or expire).
-    Returns how many messages were removed.
+    """Unsubscribe: later publishes no longer copy to the group, and nothing it held stays
+    visible to a later group of the same name: its NEW messages are removed, and its running
+    and dead ones end CANCELLED with a "cancelled" trace event (a consumer's late ack of one
+    answers stale); its PREPARED ones are settled by their transaction's commit or rollback.
+    Returns how many NEW messages were removed.
 
-    Only messages stored before the delete are removed: a consumer still running re-creates
+    Only messages stored before the delete are ended: a consumer still running re-creates
     the group (from `latest`) on its next pull when groups are created on demand, and what
-    that group then gets is its own."""
+    that group then gets is its own. A group re-created before the delete's batches are done
+    ends the rest itself (`group_create`)."""
     group = group_get(principal=principal, topic=topic, name=name)
     with transaction.atomic():
         lock_topic(topic.pk, share=False)
@@ -180,13 +209,44 @@ def group_delete(*, principal: Principal, topic: Topic, name: str) -> int:
                      before={**_names(topic, name), "mode": group.mode, **_limits(group)})
         group.delete()
         high_water = Message.objects.aggregate(top=Max("id"))["top"] or 0
+    return _leftovers_end(topic, name, high_water, actor=principal.name)
+
+
+# What a deleted group leaves that a later group of its name could see: removed when NEW,
+# else CANCELLED (its trace then says why). PREPARED copies stay: no group sees them, and
+# their transaction's commit settles them against the groups subscribed then (deleted when
+# their group is gone; messages/transactions/copies.py).
+LEFTOVER_STATUSES = (Status.NEW, Status.RUNNING, *DEAD_STATUSES)
+
+
+def _leftovers_end(topic: Topic, name: str, high_water: int, *, actor: str) -> int:
+    """End the rows of group `name` stored up to `high_water` that a later group of the name
+    would see, in bounded batches (a big backlog never holds one long transaction), each
+    under its rows' locks (a claim's SKIP LOCKED passes over them; an ack waits and then
+    finds the row no longer RUNNING). Returns how many NEW rows were removed."""
     removed = 0
-    while True:  # bounded batches: a big backlog never holds one long transaction
-        ids = list(Message.objects.filter(topic=topic.name, group_name=name, status=Status.NEW, id__lte=high_water)
-                   .order_by("id").values_list("id", flat=True)[:DELETE_BATCH])
-        if not ids:
-            return removed
-        removed += Message.objects.filter(id__in=ids, status=Status.NEW).delete()[0]
+    while True:
+        with transaction.atomic():
+            rows = list(Message.objects.select_for_update()
+                        .filter(topic=topic.name, group_name=name, status__in=LEFTOVER_STATUSES, id__lte=high_water)
+                        .order_by("id").only("id", "topic", "group_name", "status", "attempt")[:DELETE_BATCH])
+            if not rows:
+                return removed
+            now = timezone.now()
+            waiting = [m for m in rows if m.status == Status.NEW]
+            ended = [m for m in rows if m.status != Status.NEW]
+            live_moved((m.topic, m.group_name, m.status, None if m.status == Status.NEW else Status.CANCELLED)
+                       for m in rows)
+            if waiting:
+                MessageTrace.objects.filter(message_id__in=[m.id for m in waiting]).delete()
+                removed += Message.objects.filter(id__in=[m.id for m in waiting]).delete()[0]
+            if ended:
+                Message.objects.filter(id__in=[m.id for m in ended]).update(
+                    status=Status.CANCELLED, lease_expires_at=None, update_time=now)
+                for message in ended:
+                    message.status = Status.CANCELLED
+                trace_write(trace_row(m, TraceEvent.CANCELLED, at=now, actor=actor, log=f"group {name} deleted")
+                            for m in ended)
 
 
 def group_status(*, topic: Topic, group: TopicGroup) -> dict[str, Any]:
@@ -208,6 +268,9 @@ def group_status(*, topic: Topic, group: TopicGroup) -> dict[str, Any]:
         "consumers_online": len(consumers_online_ids(topic.name, group.name)),
         "last_pull_at": group.last_pull_at,
         "created_at": group.created_at,
+        "filter": group.filter_spec,
+        "filter_set_at": group.filter_set_at,
+        "filtered_out": filtered_out(group.pk) if group.filter_spec is not None else 0,
     }
 
 
@@ -220,6 +283,22 @@ def _names(topic: Topic, name: str) -> dict[str, str]:
 def _limits(group: TopicGroup) -> dict[str, Any]:
     return {"paused": group.paused, "max_in_flight": group.max_in_flight,
             "rate_per_second": group.rate_per_second, "key_concurrency": group.key_concurrency}
+
+
+def group_settings_validated(changes: dict[str, Any]) -> dict[str, Any]:
+    """Group settings checked one by one (400 with the field), as create and update check them."""
+    return _validated(changes)
+
+
+def group_settings_errors(changes: dict[str, Any]) -> dict[str, str]:
+    """Every group setting's problem at once, keyed by field (a form shows them all)."""
+    errors: dict[str, str] = {}
+    for field, value in changes.items():
+        try:
+            _validated({field: value})
+        except InvalidRequest as exc:
+            errors[field] = exc.message
+    return errors
 
 
 def _validated(changes: dict[str, Any]) -> dict[str, Any]:

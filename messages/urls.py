@@ -7,6 +7,7 @@ from django.urls import path, re_path
 from messages import views
 from messages.alarms import views as alarm_views
 from messages.archive import views as archive_views
+from messages.batches import views as batch_views
 from messages.maintenance import views as maintenance_views
 from messages.operations import views as operation_views
 from messages.schedules import views as schedule_views
@@ -33,10 +34,12 @@ urlpatterns = [
     path("maintenance/", maintenance_views.maintenance, name="maintenance"),
     path("alarms/", alarm_views.alarms, name="alarms"),
     path("schedules/", schedule_views.schedule_list, name="schedules"),
+    path("schedules/preview/", schedule_views.schedule_preview, name="schedule_preview"),
     path("schedules/<int:schedule_id>/", schedule_views.schedule_edit, name="schedule"),
     re_path(r"^schedules/(?P<schedule_id>[0-9]+)/(?P<action>run|enable|disable|delete)/$", schedule_views.schedule_action,
             name="schedule_action"),
     path("transactions/", transaction_views.transaction_list, name="transactions"),
+    path("batches/", batch_views.batch_list, name="batches"),
     path("jobs/", operation_views.job_list, name="jobs"),
     path("jobs/<int:job_id>/", operation_views.job_detail, name="job"),
 ]

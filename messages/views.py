@@ -20,6 +20,9 @@ from messages.delivery import validation
 from messages.filters import MessageFilter
 from messages.models import DEAD_STATUSES, MAX_PRIORITY, Message
 from messages.operations import bulk
+from messages.operations.dead_letters import dead_letter_group_ids
+from messages.stats.flush import backlog_live
+from messages.trace_display import trace_for_console
 from mqcenter.console import (
     datetime_local,
     form_errors,
@@ -30,6 +33,7 @@ from mqcenter.console import (
     query_string,
     render_page,
 )
+from mqcenter.core.db import reads_replica
 from mqcenter.core.errors import (
     Conflict,
     Forbidden,
@@ -39,6 +43,7 @@ from mqcenter.core.errors import (
     PayloadTooLarge,
 )
 from mqcenter.core.roles import console_principal, console_view
+from mqcenter.dashboard import visible_topic_names as visible_topics
 from mqcenter.models import ConsoleRole
 from topics.models import Topic
 
@@ -102,27 +107,78 @@ def can_write(request: HttpRequest, topic_name: str) -> bool:
 
 
 @console_view(ConsoleRole.VIEWER)
+@reads_replica
 def message_list(request: HttpRequest) -> HttpResponse:
     params = filter_params(request.GET)
+    context = list_context(request, params, cursor=request.GET.get("cursor") or None, reason=request.GET.get("reason", ""))
+    return render_page(request, "messages/list.html", context, partial="results")
+
+
+def list_context(request: HttpRequest, params: dict[str, str], *, cursor: str | None, reason: str = "") -> dict[str, Any]:
+    """The message list's page: `params` filtered, from `cursor`; with `reason` (a dead-letter
+    group's normalised reason, from the dead-letter page) only that group's dead letters."""
     error, next_cursor = "", None
     rows: list[Any] = []
+    reason = reason.strip()
     try:
         flt = filter_parse(params)
-        rows, next_cursor = selectors.messages_search(
-            principal=request.console.principal, filter=flt, cursor=request.GET.get("cursor") or None,
-        )
+        if reason:
+            rows, next_cursor = dead_letter_page(request, flt, reason, cursor)
+        else:
+            rows, next_cursor = selectors.messages_search(principal=request.console.principal, filter=flt, cursor=cursor)
     except InvalidRequest as exc:
         error, flt = exc.message, MessageFilter()
-    context = {
-        "rows": rows, "params": params, "error": error, "status_choices": STATUS_CHOICES,
+    shown = {**params, "reason": reason} if reason else params
+    return {
+        "counts": state_counts(request, flt, params),
+        "rows": rows, "params": params, "reason": reason, "error": error, "status_choices": STATUS_CHOICES,
         "priorities": [str(p) for p in range(MAX_PRIORITY, -1, -1)],
-        "older_url": query_string(params, cursor=next_cursor) if next_cursor else None,
-        "newest_url": query_string(params) if request.GET.get("cursor") else None,
+        "older_url": query_string(shown, cursor=next_cursor) if next_cursor else None,
+        "newest_url": query_string(shown) if cursor else None,
         "filtered": not flt.is_empty(),
         "may_operate": console_principal(request.user, ConsoleRole.OPERATOR) is not None,
+        "may_write_group": bool(reason and flt.topic) and can_write(request, flt.topic or ""),
         "topics": visible_topic_names(request),
     }
-    return render_page(request, "messages/list.html", context, partial="results")
+
+
+COUNTED = ("topic", "group", "status")
+
+
+def state_counts(request: HttpRequest, flt: MessageFilter, params: dict[str, str]) -> dict[str, Any]:
+    """Waiting, in flight and dead for the filter's topic and group, from the live counters
+    (never a COUNT over the table): exact for a filter of topic, group and status only,
+    else an estimate (`approximate`: the counts of the topic and group, which the other
+    fields narrow). Each links to its list."""
+    counts, _ = backlog_live()
+    visible = visible_topics(request.console.principal)
+    rows = [values for (topic, group), values in counts.items()
+            if (visible is None or topic in visible) and (not flt.topic or topic == flt.topic)
+            and (not flt.group or group == flt.group)]
+    base = {k: v for k, v in params.items() if k in ("topic", "group")}
+    return {
+        "approximate": any(k not in COUNTED for k in params),
+        "states": [
+            {"name": "NEW", "n": sum(r["new"] for r in rows), "query": query_string(base, status="NEW")},
+            {"name": "RUNNING", "n": sum(r["running"] for r in rows), "query": query_string(base, status="RUNNING")},
+            {"name": "FAIL + TIMEOUT + EXPIRED", "n": sum(r["dead"] for r in rows),
+             "query": query_string(base, status="FAIL,TIMEOUT,EXPIRED")},
+        ],
+    }
+
+
+def dead_letter_page(request: HttpRequest, flt: MessageFilter, reason: str, cursor: str | None) -> tuple[list[Any], str | None]:
+    """A page of one dead-letter group's messages (topic, group, reason), newest first; the
+    cursor is the last id shown."""
+    if not (flt.topic and flt.group):
+        raise InvalidRequest(_("A reason lists one dead-letter group: give its topic and group too."),
+                             details={"field": "reason"})
+    before = int(cursor) if cursor and cursor.isdigit() else None
+    size = selectors.PAGE_SIZE
+    ids = dead_letter_group_ids(principal=request.console.principal, topic=flt.topic, group=flt.group,
+                                reason=reason, before_id=before, limit=size + 1)
+    rows = list(Message.objects.filter(id__in=ids[:size]).order_by("-id"))
+    return rows, (str(ids[size - 1]) if len(ids) > size else None)
 
 
 def visible_topic_names(request: HttpRequest) -> list[str]:
@@ -153,7 +209,7 @@ def pretty_json(text: str) -> str:
 
 def detail_context(request: HttpRequest | None, message: Message, trace: list[Any]) -> dict[str, Any]:
     return {
-        "m": message, "trace": trace, "data_pretty": pretty_json(message.data),
+        "m": message, "trace": trace_for_console(message, trace), "data_pretty": pretty_json(message.data),
         "headers_pretty": json.dumps(message.headers, indent=2, ensure_ascii=False) if message.headers else "",
         "is_dead": message.status in DEAD_STATUSES,
     }
@@ -292,6 +348,11 @@ def message_add(request: HttpRequest) -> HttpResponse:
             added = (_("Added message %(id)s to %(to)s (duplicate: the stored message is shown).") if first.duplicate
                      else _("Added message %(id)s to %(to)s."))
             flash.success(request, added % {"id": first.id, "to": f"{first.topic}/{first.group}"})
+            if not form["group"] and services.publish_notes([validation.produce_item(item, "message")], [first]):
+                flash.warning(request, _(
+                    "No group is subscribed to topic %(topic)s: the message waits in group default, which a group "
+                    "subscribing later does not take over. Move it from the topic's page once a group subscribes."
+                ) % {"topic": first.topic})
             return htmx_redirect(request, reverse("console:message", args=[first.id]))
     return render_page(request, "messages/add.html", {"form": form, "errors": errors, "topics": visible_topic_names(request)},
                        status=status)
@@ -301,6 +362,7 @@ def message_add(request: HttpRequest) -> HttpResponse:
 
 
 @console_view(ConsoleRole.VIEWER)
+@reads_replica
 def scheduled(request: HttpRequest) -> HttpResponse:
     rows = selectors.messages_scheduled(principal=request.console.principal)
     return render_page(request, "messages/activity_list.html", {"rows": rows, "title": _("Scheduled messages"),
@@ -308,6 +370,7 @@ def scheduled(request: HttpRequest) -> HttpResponse:
 
 
 @console_view(ConsoleRole.VIEWER)
+@reads_replica
 def retrying(request: HttpRequest) -> HttpResponse:
     rows = selectors.messages_retrying(principal=request.console.principal)
     return render_page(request, "messages/activity_list.html", {
@@ -318,6 +381,7 @@ def retrying(request: HttpRequest) -> HttpResponse:
 
 
 @console_view(ConsoleRole.VIEWER)
+@reads_replica
 def in_flight(request: HttpRequest) -> HttpResponse:
     consumers = selectors.consumers_in_flight(principal=request.console.principal)
     return render_page(request, "messages/in_flight.html", {"consumers": consumers})

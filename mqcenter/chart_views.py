@@ -5,12 +5,14 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from mqcenter.charts import chart_series
+from mqcenter.core.db import reads_replica
 from mqcenter.core.errors import MQError
 from mqcenter.core.roles import console_view
 from mqcenter.models import ConsoleRole
 
 
 @console_view(ConsoleRole.VIEWER)
+@reads_replica
 def chart_data(request: HttpRequest) -> HttpResponse:
     """?range=1h|24h|7d[&topic=...][&group=...]; a topic the user may not see is a 404."""
     try:

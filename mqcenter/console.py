@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -108,6 +108,19 @@ def int_from_form(
             details={"field": field},
         )
     return number
+
+
+def fields_checked(checks: dict[str, Callable[[], Any]]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Run every field's check: the values of those that pass and the message of each that
+    fails, keyed by field, so a form shows every error at once instead of the first."""
+    values: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    for field, check in checks.items():
+        try:
+            values[field] = check()
+        except InvalidRequest as exc:
+            errors[field] = exc.message
+    return values, errors
 
 
 def query_string(params: dict[str, Any], **changes: Any) -> str:

@@ -19,6 +19,7 @@ from django.utils.translation import gettext as _
 from messages.operations.models import BulkJob
 from mqcenter.audit_display import audit_changes, audit_target
 from mqcenter.console import form_errors, htmx_redirect, int_from_form, query_string, render_page
+from mqcenter.core.db import reads_replica
 from mqcenter.core.errors import InvalidRequest, MQError
 from mqcenter.core.login_throttle import (
     WINDOW_SECONDS,
@@ -82,6 +83,7 @@ password_change_done = console_view(LOGIN_ONLY)(
 
 
 @console_view(ConsoleRole.VIEWER)
+@reads_replica
 def dashboard(request: HttpRequest) -> HttpResponse:
     window = request.GET.get("window", "hour")
     summary = dashboard_summary(principal=request.console.principal, window=window)

@@ -120,6 +120,7 @@ def dashboard_summary(*, principal: Principal, window: str = "hour") -> dict[str
         "totals": totals, "as_of": as_of, "backlogs": backlogs, "dead": dead,
         "consumers_online": len({c["consumer"] for c in consumers}), "subscriptions": len(consumers),
         "brokers": registry_services.brokers_online(), "window": window,
+        "chart_range": {"hour": "1h", "day": "24h", "week": "7d"}[window],
         "unattended": [(g.topic.name, g.name) for g in unattended],
         "chart": dashboard_chart(principal=principal, window=window),
         "now": timezone.now(),

@@ -35,6 +35,7 @@ from django.db import close_old_connections
 
 from mqcenter.core import metrics
 from mqcenter.core.errors import INTERNAL_ERROR, error_body, mq_error_from, retry_after
+from mqcenter.pull_batches import KeyedBatches
 from registry.wakeups import LoopEvent, wakeup_hub
 
 logger = logging.getLogger(__name__)
@@ -47,10 +48,17 @@ _DROPPED = {b"content-length", b"content-type"}
 
 class ParkedPull(NamedTuple):
     """A parked pull's next attempts: `attempt(remaining)` claims again and answers (the
-    messages, the next park's seconds or None), `answer(messages)` renders them."""
+    messages, the next park's seconds or None), `answer(messages)` renders them.
+
+    With `key` (its topic and group), pulls of one key woken together may be claimed for
+    together: `claim_many([spec, ...], [remaining, ...])` answers each one's (messages, park
+    seconds) as its `attempt` would, or None for one that must claim alone."""
 
     attempt: Callable[[float], tuple[list[Any], float | None]]
     answer: Callable[[list[Any]], bytes]
+    key: tuple[str, str] | None = None
+    spec: Any = None
+    claim_many: Callable[[list[Any], list[float]], list[tuple[list[Any], float | None] | None]] | None = None
 
 
 @dataclass
@@ -70,6 +78,8 @@ def parked_pulls() -> int:
 # Threads (and so database connections) per process for the attempts of woken pulls.
 CLAIM_THREADS = 8
 _claims: ThreadPoolExecutor | None = None
+# Woken pulls of one (topic, group) claimed for in one transaction at most.
+CLAIM_BATCH = 250
 
 
 class LongPoll:
@@ -136,13 +146,51 @@ class LongPoll:
 Attempt = tuple[int, bytes, float | None, list[tuple[bytes, bytes]]]
 
 
-async def _claim_again(pull: ParkedPull, remaining: float) -> Attempt:
-    """Another attempt, on a thread: (status, answer, None, extra headers), or a park's
-    seconds in third place."""
+def _executor() -> ThreadPoolExecutor:
     global _claims
     if _claims is None:
         _claims = ThreadPoolExecutor(CLAIM_THREADS, thread_name_prefix="mq-pull")
-    return await asyncio.get_running_loop().run_in_executor(_claims, _attempt, pull, remaining)
+    return _claims
+
+
+async def _claim_again(pull: ParkedPull, remaining: float) -> Attempt:
+    """Another attempt, on a thread: (status, answer, None, extra headers), or a park's
+    seconds in third place. Pulls of one (topic, group) woken while another of theirs
+    claims are claimed for together (`_batches`)."""
+    if pull.key is not None and pull.claim_many is not None:
+        return await _batches.submit(pull.key, (pull, remaining))
+    return await asyncio.get_running_loop().run_in_executor(_executor(), _attempt, pull, remaining)
+
+
+async def _run_batch(items: list[tuple[ParkedPull, float]]) -> list[Attempt]:
+    return await asyncio.get_running_loop().run_in_executor(_executor(), _attempt_many, items)
+
+
+_batches: KeyedBatches[tuple[ParkedPull, float], Attempt] = KeyedBatches(_run_batch, CLAIM_BATCH)
+
+
+def _attempt_many(items: list[tuple[ParkedPull, float]]) -> list[Attempt]:
+    """The attempts of pulls of one key, claimed for together; alone, or should the joint
+    claim fail, each its own attempt (which answers its own error)."""
+    claim_many = items[0][0].claim_many
+    if len(items) == 1 or claim_many is None:
+        return [_attempt(pull, remaining) for pull, remaining in items]
+    close_old_connections()
+    try:
+        claimed = claim_many([pull.spec for pull, _ in items], [remaining for _, remaining in items])
+    except Exception:
+        logger.exception("claiming for %d woken pulls together failed; each claims alone", len(items))
+        return [_attempt(pull, remaining) for pull, remaining in items]
+    finally:
+        close_old_connections()
+    attempts: list[Attempt] = []
+    for (pull, remaining), answer in zip(items, claimed, strict=True):
+        if answer is None:
+            attempts.append(_attempt(pull, remaining))
+        else:
+            messages, park = answer
+            attempts.append((0, b"", park, []) if park is not None else (200, pull.answer(messages), None, []))
+    return attempts
 
 
 def _attempt(pull: ParkedPull, remaining: float) -> Attempt:

@@ -26,7 +26,7 @@ GAUGES = (
     ("mq_queue_backlog", "Deliverable messages waiting (NEW, due)", "deliverable"),
     ("mq_queue_delayed", "Scheduled messages not yet due (NEW, effect time ahead)", "delayed"),
     ("mq_queue_in_flight", "Messages leased to consumers (RUNNING)", "running"),
-    ("mq_queue_dead", "Dead letters (FAIL or TIMEOUT)", "dead"),
+    ("mq_queue_dead", "Dead letters (FAIL, TIMEOUT or EXPIRED)", "dead"),
     ("mq_queue_oldest_deliverable_age_seconds", "Age of the oldest deliverable message",
      "oldest_deliverable_age_seconds"),
 )
@@ -34,7 +34,8 @@ COUNTERS = (
     ("mq_queue_produced", "Messages produced", ("produced",)),
     ("mq_queue_delivered", "Deliveries that ended (acked, failed or retried)", ("succeeded", "failed", "retried")),
     ("mq_queue_acked", "Messages acked as SUCCESS", ("succeeded",)),
-    ("mq_queue_failed", "Messages that became dead letters", ("failed",)),
+    ("mq_queue_failed", "Messages that failed or timed out for good (became FAIL or TIMEOUT)", ("failed",)),
+    ("mq_queue_expired", "Messages that expired undelivered (became EXPIRED)", ("expired",)),
 )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 
@@ -126,35 +127,51 @@ DATABASES = {
         conn_health_checks=False,
     )
 }
-_db = DATABASES["default"]
-if _db["ENGINE"] == "django.db.backends.mysql":
-    from mqcenter.mysql_conversions import CONVERSIONS
 
-    # READ COMMITTED: claims use SELECT ... FOR UPDATE SKIP LOCKED and must not take gap
-    # locks that would serialize concurrent claimers.
-    _db.setdefault("OPTIONS", {}).update(
-        {
-            "conv": CONVERSIONS,
-            "isolation_level": "read committed",
-            "charset": "utf8mb4",
-            "connect_timeout": env_int("DB_CONNECT_TIMEOUT", 3),
-            "read_timeout": env_int("DB_READ_TIMEOUT", 30),
-            "write_timeout": env_int("DB_WRITE_TIMEOUT", 30),
-        }
+
+def _database_options(db: Any) -> None:
+    """Engine options of one database alias."""
+    if db["ENGINE"] == "django.db.backends.mysql":
+        from mqcenter.mysql_conversions import CONVERSIONS
+
+        # READ COMMITTED: claims use SELECT ... FOR UPDATE SKIP LOCKED and must not take gap
+        # locks that would serialize concurrent claimers.
+        db.setdefault("OPTIONS", {}).update(
+            {
+                "conv": CONVERSIONS,
+                "isolation_level": "read committed",
+                "charset": "utf8mb4",
+                "connect_timeout": env_int("DB_CONNECT_TIMEOUT", 3),
+                "read_timeout": env_int("DB_READ_TIMEOUT", 30),
+                "write_timeout": env_int("DB_WRITE_TIMEOUT", 30),
+            }
+        )
+        db.setdefault("TEST", {}).update({"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_bin"})
+    elif db["ENGINE"] == "django.db.backends.sqlite3":
+        # WAL lets readers run beside the one writer; the busy timeout makes writers queue
+        # instead of failing with "database is locked" when several threads produce at once.
+        db.setdefault("OPTIONS", {}).update(
+            {
+                "timeout": 20,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            }
+        )
+    elif db["ENGINE"] == "django.db.backends.postgresql":
+        db.setdefault("OPTIONS", {}).update({"connect_timeout": env_int("DB_CONNECT_TIMEOUT", 3)})
+
+
+_database_options(DATABASES["default"])
+# DATABASE_READ_URL: another node or a replica that the console's lists, the stats and the
+# Spark reports read from (`mqcenter.core.db.reads_replica`); everything else, and every
+# write, stays on DATABASE_URL. Unset: they read the default database too.
+if os.environ.get("DATABASE_READ_URL"):
+    DATABASES["read"] = dj_database_url.parse(
+        os.environ["DATABASE_READ_URL"], conn_max_age=env_int("DB_CONN_MAX_AGE", 300), conn_health_checks=False
     )
-    _db.setdefault("TEST", {}).update({"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_bin"})
-elif _db["ENGINE"] == "django.db.backends.sqlite3":
-    # WAL lets readers run beside the one writer; the busy timeout makes writers queue
-    # instead of failing with "database is locked" when several threads produce at once.
-    _db.setdefault("OPTIONS", {}).update(
-        {
-            "timeout": 20,
-            "transaction_mode": "IMMEDIATE",
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-        }
-    )
-elif _db["ENGINE"] == "django.db.backends.postgresql":
-    _db.setdefault("OPTIONS", {}).update({"connect_timeout": env_int("DB_CONNECT_TIMEOUT", 3)})
+    _database_options(DATABASES["read"])
+MQ_READ_DATABASE = "read" if "read" in DATABASES else "default"
+DATABASE_ROUTERS = ["mqcenter.core.db.ReadRouter"]
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -262,6 +279,8 @@ SPECTACULAR_SETTINGS = {
         "EditableStatusEnum": ["NEW", "SUCCESS", "FAIL", "TIMEOUT"],
     },
     # Served from this server (no CDN), split so the CSP needs no inline script.
+    # What the serializers cannot say (unknown fields refused, rules between fields, links).
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "mqcenter.openapi.contract_hook"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
@@ -286,8 +305,9 @@ MQ_DEFAULT_RETRY_COUNT = env_int("MQ_DEFAULT_RETRY_COUNT", 3)
 # a long-poll pull (between attempts a pull waits on the event loop, holding no thread).
 # With the long-poll's claim threads (8), what bounds a process's database connections.
 MQ_HTTP_THREADS = env_int("MQ_HTTP_THREADS", 32)
-# Every broker process takes back expired leases this often (registry/node.py).
-MQ_LEASE_RECOVERY_SECONDS = float(os.environ.get("MQ_LEASE_RECOVERY_SECONDS", "1.0"))
+# 0: beat's `retry` job takes back expired leases. Above 0: every broker process does, this
+# often, instead (registry/node.py), for installs without a Celery worker.
+MQ_LEASE_RECOVERY_SECONDS = float(os.environ.get("MQ_LEASE_RECOVERY_SECONDS", "0"))
 # Topic settings and groups are read once this often per broker process (topics/cache.py):
 # a change made through another process (pause, retry policy) applies within this delay.
 MQ_TOPIC_CACHE_SECONDS = float(os.environ.get("MQ_TOPIC_CACHE_SECONDS", "1.0"))
@@ -299,6 +319,9 @@ MQ_TOPIC_PURGE_SETTLE_SECONDS = float(
 # A lease outlives the execution timeout by this much, so a consumer that enforces its
 # timeout still has time to report the failure before the broker takes the message back.
 MQ_LEASE_GRACE_SECONDS = env_int("MQ_LEASE_GRACE_SECONDS", 5)
+# Priority aging (messages/delivery/claims/aging.py): a due message's effective priority
+# rises one level per this many seconds of waiting, up to 9. 0: off (plain priority order).
+MQ_PRIORITY_AGING_SECONDS = float(os.environ.get("MQ_PRIORITY_AGING_SECONDS", "0"))
 MQ_HEARTBEAT_SECONDS = env_int("MQ_HEARTBEAT_SECONDS", 10)
 # Long-polls are woken by produce; this bounds the wait when a wake-up is lost.
 # (0.5 s while the Redis subscriber is down; jittered.)

@@ -20,3 +20,12 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast tes
 DATABASES["default"].setdefault("TEST", {})["NAME"] = os.environ.get(  # noqa: F405
     "MQ_TEST_DB_NAME", "test_mqcenter"
 )
+# The read database (DATABASE_READ_URL) as a second connection to the test database: tests of
+# the reads that may go elsewhere set MQ_READ_DATABASE = "read" and see which connection ran
+# each query. Every other test reads the default database, as an installation without
+# DATABASE_READ_URL does.
+DATABASES["read"] = {  # noqa: F405
+    **DATABASES["default"],  # noqa: F405
+    "TEST": {**DATABASES["default"]["TEST"], "MIRROR": "default"},  # noqa: F405
+}
+MQ_READ_DATABASE = "default"

@@ -10,7 +10,9 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from messages import api as messages_api
 from messages.archive import api as archive_api
+from messages.batches import api as batches_api
 from messages.delivery import api as delivery_api
+from messages.maintenance import views as maintenance_views
 from messages.operations import api as operations_api
 from messages.schedules import api as schedules_api
 from messages.stats import api as stats_api
@@ -35,6 +37,8 @@ api_v1 = [
     path("transactions/<str:transaction_id>", transactions_api.TransactionView.as_view(), name="transaction"),
     path("transactions/<str:transaction_id>/commit", transactions_api.TransactionCommitView.as_view(), name="transaction-commit"),
     path("transactions/<str:transaction_id>/rollback", transactions_api.TransactionRollbackView.as_view(), name="transaction-rollback"),
+    path("batches", batches_api.BatchesView.as_view(), name="batches"),
+    path("batches/<str:batch_id>", batches_api.BatchView.as_view(), name="batch"),
     path("schedules", schedules_api.SchedulesView.as_view(), name="schedules"),
     path("schedules/<int:schedule_id>", schedules_api.ScheduleView.as_view(), name="schedule"),
     path("schedules/<int:schedule_id>/run", schedules_api.ScheduleRunView.as_view(), name="schedule-run"),
@@ -62,6 +66,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema", authentication_classes=[], permission_classes=[]), name="docs"),
     path("healthz", ops.healthz, name="healthz"),
     path("readyz", ops.readyz, name="readyz"),
+    path("healthz/maintenance", maintenance_views.maintenance_healthz, name="healthz-maintenance"),
     path("metrics", ops.metrics_view, name="metrics"),
     # The admin signs in through the console's login, with its throttle: it has no login of its own.
     path("admin/login/", RedirectView.as_view(url="/login/?next=/admin/", query_string=False)),

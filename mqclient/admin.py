@@ -66,6 +66,13 @@ def _path(topic: str, group: str | None = None, action: str | None = None) -> st
     return path
 
 
+def subscription_filter(*, tags: Iterable[str] | None = None, expression: str | None = None) -> dict[str, Any]:
+    """A group's filter as the broker takes it: ``{"tags": [...]}`` or ``{"expression": ...}``."""
+    if (tags is None) == (expression is None):
+        raise ValueError("give tags or expression, not both")
+    return {"tags": list(tags)} if tags is not None else {"expression": expression}
+
+
 class Groups:
     """The REST calls on a topic's groups, over a :class:`~mqclient.transport.Transport`."""
 
@@ -93,9 +100,15 @@ class Groups:
         rate_per_second: float | None = None,
         key_concurrency: int | None = None,
         exist_ok: bool = False,
+        tags: Iterable[str] | None = None,
+        expression: str | None = None,
     ) -> dict[str, Any]:
         """Subscribe ``group`` to ``topic``. ``start``: ``"latest"`` (publishes from now),
         ``"earliest"`` (every retained publish) or a time (publishes since then).
+
+        ``tags`` or ``expression`` (not both) set the subscription's filter: the group gets
+        only the publishes whose tag is one of ``tags``, or that ``expression`` (over ``tag``
+        and headers, e.g. ``"tag IN ('paid') AND region = 'eu'"``) matches.
 
         Returns the group's state, or ``{"job": id, "group": ...}`` when the broker replays a
         large history in the background. With ``exist_ok``, a group that already exists is not
@@ -110,6 +123,8 @@ class Groups:
             "key_concurrency": key_concurrency,
         }
         body.update({name: value for name, value in settings.items() if value is not None})
+        if tags is not None or expression is not None:
+            body["filter"] = subscription_filter(tags=tags, expression=expression)
         try:
             return dict(self.transport.call("POST", _path(topic), json=body))
         except Conflict:
@@ -119,7 +134,8 @@ class Groups:
 
     def update(self, topic: str, group: str, **changes: Any) -> dict[str, Any]:
         """Change settings (``mode``, ``paused``, ``max_in_flight``, ``rate_per_second``,
-        ``key_concurrency``); ``None`` lifts a limit. Returns the group's new state."""
+        ``key_concurrency``, ``filter``: see ``subscription_filter``); ``None`` lifts a limit
+        or removes the filter. Returns the group's new state."""
         return dict(self.transport.call("PATCH", _path(topic, group), json=changes))
 
     def pause(self, topic: str, group: str) -> dict[str, Any]:

@@ -32,7 +32,8 @@ from typing import Any
 from mqclient.config import ClientConfig
 from mqclient.errors import APIError, BufferFull, MQClientError, ProducerClosed
 from mqclient.message import ProducedMessage
-from mqclient.outgoing import MAX_BATCH, Delay, OutgoingMessage, build_message, receipts
+from mqclient.outgoing import MAX_BATCH, Delay, OutgoingMessage, build_message
+from mqclient.receipts import receipts
 from mqclient.transport import Transport
 
 logger = logging.getLogger("mqclient.batching")
@@ -114,6 +115,7 @@ class BatchingProducer:
         ttl: float | timedelta | None = None,
         expires_at: datetime | None = None,
         callback: Callback | None = None,
+        tag: str | None = None,
     ) -> Future[ProducedMessage]:
         """Queue one message; the future resolves to its receipt once the broker committed.
 
@@ -135,6 +137,7 @@ class BatchingProducer:
             priority=priority,
             ttl=ttl,
             expires_at=expires_at,
+            tag=tag,
             broadcast=broadcast,
             auto_dedup=self.auto_dedup,
         )

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from mqclient.admin import Admin
+from mqclient.admin import Admin, subscription_filter
 
 #: Columns of ``groups list``: (heading, key of the group's state).
 COLUMNS = (
@@ -78,6 +78,18 @@ def _add_limits(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="sharded mode: messages of one key at once",
     )
+    parser.add_argument(
+        "--tags",
+        default=argparse.SUPPRESS,
+        metavar="A,B",
+        help="filter: only publishes whose tag is one of these",
+    )
+    parser.add_argument(
+        "--expression",
+        default=argparse.SUPPRESS,
+        metavar="EXPR",
+        help="filter: only publishes it matches, e.g. \"tag IN ('paid') AND region = 'eu'\"",
+    )
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -108,8 +120,9 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     create.add_argument("--paused", action="store_true", help="create it paused")
     create.add_argument("--exist-ok", action="store_true", help="an existing group is not an error")
     _add_limits(create)
-    change = action("set", "change a group's mode or limits")
+    change = action("set", "change a group's mode, limits or filter")
     _add_limits(change)
+    change.add_argument("--no-filter", action="store_true", help="remove the group's filter")
     action("pause", "stop deliveries to the group (produce still stores)")
     action("resume", "deliver to a paused group again")
     replay = action("replay", "copy the publishes since a time into the group again")
@@ -123,6 +136,13 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     found = {name: getattr(args, name) for name in names if hasattr(args, name)}
     if found.get("mode") is None:
         found.pop("mode", None)
+    if hasattr(args, "tags") or hasattr(args, "expression"):
+        if hasattr(args, "tags") and hasattr(args, "expression"):
+            raise UsageError("give --tags or --expression, not both")
+        tags = [t.strip() for t in args.tags.split(",") if t.strip()] if hasattr(args, "tags") else None
+        found["filter"] = subscription_filter(tags=tags, expression=getattr(args, "expression", None))
+    if getattr(args, "no_filter", False):
+        found["filter"] = None
     return found
 
 
@@ -156,14 +176,17 @@ def run(args: argparse.Namespace) -> int:
             settings = _settings(args)
             if args.paused:
                 settings["paused"] = True
+            spec = settings.pop("filter", None) or {}
             answer = groups.create(
-                args.topic, args.group, start=args.start, exist_ok=args.exist_ok, **settings
+                args.topic, args.group, start=args.start, exist_ok=args.exist_ok,
+                tags=spec.get("tags"), expression=spec.get("expression"), **settings
             )
         elif args.action == "set":
             settings = _settings(args)
             if not settings:
                 raise UsageError(
-                    "nothing to set: give --mode, --max-in-flight, --rate or --key-concurrency"
+                    "nothing to set: give --mode, --max-in-flight, --rate, --key-concurrency, --tags, "
+                    "--expression or --no-filter"
                 )
             answer = groups.update(args.topic, args.group, **settings)
         elif args.action == "pause":

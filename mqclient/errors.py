@@ -81,6 +81,12 @@ class Conflict(APIError):
     """409."""
 
 
+class Duplicate(Conflict):
+    """409 ``duplicate``: a message asked ``dedup_conflict="reject"`` and its ``dedup_key`` is
+    taken; ``details["first_id"]`` is the message holding it (None: an earlier message of the
+    same call). Nothing of the call was stored."""
+
+
 class PayloadTooLarge(APIError):
     """413: a message's ``data`` or the whole request is over the broker's limit."""
 
@@ -105,6 +111,7 @@ _BY_CODE: dict[str, type[APIError]] = {
     "forbidden": Forbidden,
     "not_found": NotFound,
     "conflict": Conflict,
+    "duplicate": Duplicate,
     "payload_too_large": PayloadTooLarge,
     "rate_limited": RateLimited,
     "backlog_full": BacklogFull,

@@ -17,6 +17,11 @@ def parse_time(value: Any) -> datetime | None:
         return None
 
 
+# The header naming the requester's own reply group (Producer.request); `reply` sends there.
+REPLY_GROUP_HEADER = "mq-reply-group"
+FILTERED = "FILTERED"  # the status of a publish's receipt when no group's filter wanted it
+
+
 @dataclass(frozen=True)
 class Message:
     """One delivered message, as a consumer handler receives it.
@@ -37,9 +42,28 @@ class Message:
     effect_time: datetime | None = None
     add_time: datetime | None = None
     lease_expires_at: datetime | None = None
+    tag: str | None = None
+    reply_to: str | None = None
+    correlation_id: str | None = None
+    # How `reply` reaches the brokers: the transport of the runner that pulled it.
+    transport: Any = field(default=None, repr=False, compare=False)
+
+    def reply(self, data: Any, **fields: Any) -> dict[str, Any]:
+        """Answer a request: produce ``data`` to this message's ``reply_to`` topic with its
+        ``correlation_id`` (to the requester's own reply group when it named one; other
+        ``fields`` as ``produce`` takes them, e.g. ``headers``). Returns the broker's entry
+        for the reply. ValueError when the message asked for no reply."""
+        from mqclient.outgoing import build_message
+
+        if self.reply_to is None or self.transport is None:
+            raise ValueError(f"message {self.id} names no reply_to (or was not pulled by a runner)")
+        group = self.headers.get(REPLY_GROUP_HEADER)
+        out = build_message(self.reply_to, data, group=group, correlation_id=self.correlation_id, **fields)
+        answer = self.transport.call("POST", "/api/v1/messages", json={"messages": [out.body]})
+        return dict((answer or {}).get("messages", [{}])[0])
 
     @classmethod
-    def from_api(cls, item: dict[str, Any]) -> Message:
+    def from_api(cls, item: dict[str, Any], *, transport: Any = None) -> Message:
         """Build from one item of a ``POST /api/v1/pull`` answer."""
         return cls(
             id=int(item["id"]),
@@ -54,6 +78,10 @@ class Message:
             effect_time=parse_time(item.get("effect_time")),
             add_time=parse_time(item.get("add_time")),
             lease_expires_at=parse_time(item.get("lease_expires_at")),
+            tag=item.get("tag"),
+            reply_to=item.get("reply_to"),
+            correlation_id=item.get("correlation_id"),
+            transport=transport,
         )
 
 
@@ -70,6 +98,9 @@ class ProducedMessage:
     (for a publish: every copy did). When the SDK generated the key itself, a duplicate can
     only be its own earlier attempt whose answer was lost, so it is reported as not a
     duplicate: the message was stored once.
+
+    A publish that every subscribed group's filter declined is stored nowhere: its receipt
+    has ``status`` ``FILTERED``, ``id`` 0 and no copies.
     """
 
     id: int
@@ -83,11 +114,15 @@ class ProducedMessage:
     @property
     def ids(self) -> list[int]:
         """The id of every stored copy (one for a point-to-point message)."""
+        if self.status == FILTERED:
+            return []
         return [copy.id for copy in self.copies] if self.copies else [self.id]
 
     @property
     def groups(self) -> list[str]:
         """The group of every stored copy, in the order of ``ids``."""
+        if self.status == FILTERED:
+            return []
         return [copy.group for copy in self.copies] if self.copies else [self.group]
 
     @classmethod
@@ -106,10 +141,12 @@ class ProducedMessage:
 
     @classmethod
     def from_copies(
-        cls, entries: list[dict[str, Any]], *, dedup_key: str | None, sdk_key: bool
+        cls, entries: list[dict[str, Any]], *, dedup_key: str | None, sdk_key: bool, topic: str = ""
     ) -> ProducedMessage:
         """The receipt of one produce item from its answer entries (one per stored copy)."""
         copies = tuple(cls.from_api(e, dedup_key=dedup_key, sdk_key=sdk_key) for e in entries)
+        if not copies:  # a publish no group's filter wanted
+            return cls(id=0, topic=topic, group="", status=FILTERED, dedup_key=dedup_key)
         first = copies[0]
         return replace(first, duplicate=all(c.duplicate for c in copies), copies=copies)
 

@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
-
-from mqclient.errors import MQClientError
-from mqclient.message import ProducedMessage
 
 MAX_BATCH = 1000
 
@@ -34,6 +30,11 @@ MESSAGE_FIELDS = frozenset(
         "priority",
         "ttl",
         "expires_at",
+        "tag",
+        "dedup_seconds",
+        "dedup_conflict",
+        "reply_to",
+        "correlation_id",
     }
 )
 
@@ -90,6 +91,11 @@ def build_message(
     priority: int | None = None,
     ttl: float | timedelta | None = None,
     expires_at: datetime | None = None,
+    tag: str | None = None,
+    dedup_seconds: int | None = None,
+    dedup_conflict: str | None = None,
+    reply_to: str | None = None,
+    correlation_id: str | None = None,
 ) -> OutgoingMessage:
     """Build the API body of one message; only set fields are sent so topic defaults apply."""
     if broadcast and group is not None:
@@ -110,6 +116,16 @@ def build_message(
         body["broadcast"] = True
     if priority is not None:
         body["priority"] = int(priority)
+    if tag is not None:
+        body["tag"] = str(tag)
+    if dedup_seconds is not None:
+        body["dedup_seconds"] = int(dedup_seconds)
+    if dedup_conflict is not None:
+        body["dedup_conflict"] = dedup_conflict
+    if reply_to is not None:
+        body["reply_to"] = reply_to
+    if correlation_id is not None:
+        body["correlation_id"] = str(correlation_id)
     if ttl is not None:
         body["ttl_seconds"] = ttl.total_seconds() if isinstance(ttl, timedelta) else float(ttl)
     if expires_at is not None:
@@ -130,56 +146,3 @@ def message_from_mapping(item: Mapping[str, Any], *, auto_dedup: bool = True) ->
         raise ValueError("each message needs 'topic' and 'data'")
     fields = {name: value for name, value in item.items() if name not in {"topic", "data"}}
     return build_message(item["topic"], item["data"], auto_dedup=auto_dedup, **fields)
-
-
-class AnswerMismatch(MQClientError):
-    """The broker's answer does not match the messages sent (a broker/SDK version mismatch)."""
-
-
-def receipts(answer: Any, sent: list[OutgoingMessage]) -> list[ProducedMessage]:
-    """Turn a ``201`` answer into one receipt per message sent, in order.
-
-    The answer has one entry per stored message, item by item: one for a message with a
-    ``group``, one per subscribed group for a publish. Every publish to a topic in one call is
-    copied to the same groups, so a topic's copy count is its entries, less its point-to-point
-    messages, divided by its publishes; the entries are then consumed in order.
-    """
-    entries = list((answer or {}).get("messages") or [])
-    copies = _copies_per_topic(entries, sent)
-    found: list[ProducedMessage] = []
-    position = 0
-    for out in sent:
-        count = copies[_topic_key(out.body["topic"])] if out.publish else 1
-        chunk = entries[position : position + count]
-        position += count
-        found.append(
-            ProducedMessage.from_copies(chunk, dedup_key=out.dedup_key or None, sdk_key=out.sdk_key)
-        )
-    return found
-
-
-def _topic_key(name: Any) -> str:
-    return str(name).casefold()  # topic names compare as the database does
-
-
-def _copies_per_topic(entries: list[dict[str, Any]], sent: list[OutgoingMessage]) -> dict[str, int]:
-    """How many copies each publish to a topic got; AnswerMismatch when the counts do not add up."""
-    stored = Counter(_topic_key(entry.get("topic", "")) for entry in entries)
-    single: Counter[str] = Counter()
-    publishes: Counter[str] = Counter()
-    for out in sent:
-        (publishes if out.publish else single)[_topic_key(out.body["topic"])] += 1
-    copies: dict[str, int] = {}
-    for topic in set(stored) | set(single) | set(publishes):
-        rest = stored[topic] - single[topic]
-        if publishes[topic]:
-            copies[topic], left = divmod(rest, publishes[topic])
-            fits = left == 0 and copies[topic] >= 1
-        else:
-            fits = rest == 0
-        if not fits:
-            raise AnswerMismatch(
-                f"the broker answered {len(entries)} entries, which do not match the "
-                f"{len(sent)} message(s) sent"
-            )
-    return copies

@@ -8,21 +8,24 @@ gets a ``dedup_key`` before its first attempt when the caller did not give one.
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import quote
 
 from mqclient.batching import BatchingProducer
 from mqclient.config import ClientConfig
-from mqclient.message import ProducedMessage
+from mqclient.message import REPLY_GROUP_HEADER, Message, ProducedMessage
 from mqclient.outgoing import (
     MAX_BATCH,
     Delay,
     OutgoingMessage,
     build_message,
     message_from_mapping,
-    receipts,
 )
+from mqclient.receipts import receipts
 from mqclient.transactions import ProducerTransaction
 from mqclient.transport import Transport
 
@@ -57,6 +60,7 @@ class Producer:
         )
         self.auto_dedup = auto_dedup
         self._owns_transport = transport is None
+        self._reply_group: str | None = None
         self.transport = transport or self.config.new_transport()
 
     def produce(
@@ -74,6 +78,11 @@ class Producer:
         priority: int | None = None,
         ttl: float | timedelta | None = None,
         expires_at: datetime | None = None,
+        tag: str | None = None,
+        dedup_seconds: int | None = None,
+        dedup_conflict: str | None = None,
+        reply_to: str | None = None,
+        correlation_id: str | None = None,
     ) -> ProducedMessage:
         """Store one message and return its receipt.
 
@@ -101,9 +110,63 @@ class Producer:
             priority=priority,
             ttl=ttl,
             expires_at=expires_at,
+            tag=tag,
+            dedup_seconds=dedup_seconds,
+            dedup_conflict=dedup_conflict,
+            reply_to=reply_to,
+            correlation_id=correlation_id,
             auto_dedup=self.auto_dedup,
         )
         return self._send([out])[0]
+
+    def request(
+        self,
+        topic: str,
+        data: Any,
+        *,
+        timeout: float = 30.0,
+        reply_topic: str | None = None,
+        group: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        **fields: Any,
+    ) -> Message:
+        """Send a request and wait for its reply: produce ``data`` to ``topic`` (to ``group``,
+        or as a publish) naming ``reply_to`` = ``reply_topic`` (default ``<topic>.reply``)
+        and a fresh ``correlation_id``, then long-poll this producer's own reply group of
+        ``reply_topic`` until the reply with that correlation id arrives. The handler answers
+        with ``message.reply(data)``. Returns the reply (acknowledged); raises
+        ``TimeoutError`` when none came within ``timeout`` seconds. Replies to earlier
+        requests that timed out are acknowledged and dropped."""
+        reply_topic = reply_topic or f"{topic}.reply"
+        correlation = uuid.uuid4().hex
+        self.produce(topic, data, group=group, reply_to=reply_topic, correlation_id=correlation,
+                     headers={**(headers or {}), REPLY_GROUP_HEADER: self.reply_group}, **fields)
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no reply to {correlation} on {reply_topic} within {timeout} s")
+            wait = max(0, min(int(left), 20))
+            answer = self.transport.call(
+                "POST", "/api/v1/pull",
+                json={"topic": reply_topic, "group": self.reply_group, "consumer": self.reply_group,
+                      "max_messages": 10, "wait_seconds": wait},
+                timeout=wait + self.config.request_timeout,
+            )
+            got = [Message.from_api(item) for item in (answer or {}).get("messages") or []]
+            if got:
+                self.transport.call("POST", "/api/v1/ack", json={
+                    "consumer": self.reply_group, "results": [{"id": m.id, "status": "SUCCESS"} for m in got]})
+            for message in got:
+                if message.correlation_id == correlation:
+                    return message
+
+    @property
+    def reply_group(self) -> str:
+        """This producer's own group on reply topics (``Producer.request``)."""
+        if self._reply_group is None:
+            self._reply_group = f"reply-{uuid.uuid4().hex[:16]}"
+        return self._reply_group
 
     def produce_many(self, messages: Iterable[Mapping[str, Any]]) -> list[ProducedMessage]:
         """Store many messages (dicts with ``produce``'s keyword names) in as few calls as the
@@ -134,6 +197,7 @@ class Producer:
         priority: int | None = None,
         ttl: float | timedelta | None = None,
         expires_at: datetime | None = None,
+        tag: str | None = None,
     ) -> list[ProducedMessage]:
         """Store one copy for every group subscribed to the topic (what ``produce`` without
         ``group`` does); returns one receipt per copy."""
@@ -149,6 +213,7 @@ class Producer:
             priority=priority,
             ttl=ttl,
             expires_at=expires_at,
+            tag=tag,
             broadcast=True,
             auto_dedup=self.auto_dedup,
         )
@@ -170,6 +235,27 @@ class Producer:
         CANCELLED. Needs an admin token; a running or finished message raises
         :class:`~mqclient.errors.Conflict`. Returns the message as the broker now has it."""
         return self.transport.call("POST", f"/api/v1/messages/{int(message_id)}/cancel")
+
+    def batch(
+        self, messages: Iterable[Mapping[str, Any]], *, callback_topic: str, batch_id: str | None = None
+    ) -> tuple[str, list[ProducedMessage]]:
+        """Store ``messages`` (dicts with ``produce``'s keyword names, at most one call's worth)
+        as one batch, all or nothing. When every stored copy has finished (succeeded, dead,
+        expired or cancelled), the broker produces one message to ``callback_topic`` with tag
+        ``batch.completed`` and data ``{"batch_id", "total", "success", "dead", "expired",
+        "cancelled"}``. Returns the batch id (``batch_id``, or one the broker made up) and one
+        receipt per message. A taken ``batch_id`` raises :class:`~mqclient.errors.Conflict`."""
+        outs = [message_from_mapping(m, auto_dedup=self.auto_dedup) for m in messages]
+        body: dict[str, Any] = {"callback_topic": callback_topic, "messages": [o.body for o in outs]}
+        if batch_id is not None:
+            body["batch_id"] = batch_id
+        answer = self.transport.call("POST", "/api/v1/batches", json=body)
+        return str(answer["batch_id"]), receipts(answer, outs)
+
+    def batch_status(self, batch_id: str) -> dict[str, Any]:
+        """A batch's counts so far (``total``, ``pending``, ``success``, ``dead``, ``expired``,
+        ``cancelled``) and ``completed_at`` (None while members are unfinished)."""
+        return dict(self.transport.call("GET", f"/api/v1/batches/{quote(batch_id, safe='')}"))
 
     def batching(self, **options: Any) -> BatchingProducer:
         """A background batching producer sharing this producer's connections.

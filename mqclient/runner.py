@@ -260,7 +260,7 @@ class Runner:
             self.acker.pulled(carried, None)
             raise
         self.acker.pulled(carried, answer if isinstance(answer, dict) else {})
-        return [Message.from_api(item) for item in (answer or {}).get("messages") or []]
+        return [Message.from_api(item, transport=self.transport) for item in (answer or {}).get("messages") or []]
 
     def poll_wait(self, sub: Subscription) -> int:
         """Long-poll length; the WebSocket listener may shorten it while it is connected."""

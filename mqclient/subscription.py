@@ -10,6 +10,11 @@ so its thread keeps running and its eventual result is discarded. Its slot is ha
 next message (the timed-out thread becomes a "zombie") only while zombies number fewer than
 ``concurrency``; past that, a timed-out handler keeps its slot until its thread really ends,
 which bounds the threads of a subscription at ``2 * concurrency``.
+
+A redelivery of a message whose timed-out handler is still running in this process (the
+broker retried the failure, and this process pulled it again) is not started until that
+handler ends: attempts 1 and 2 of one message never run at once in one process. It waits in
+the ready buffer, its lease extended, so no other consumer takes it meanwhile either.
 """
 
 from __future__ import annotations
@@ -105,6 +110,8 @@ class Subscription:
         self._cond = threading.Condition()
         self._slots_used = 0
         self._zombies = 0
+        # Message ids whose timed-out handler still runs here: their redelivery waits for it.
+        self._zombie_ids: dict[int, int] = {}
         self._running: set[Delivery] = set()
         self._ready: deque[Delivery] = deque()
         self.peak_running = 0
@@ -198,7 +205,10 @@ class Subscription:
         held); the caller runs it."""
         if not self._ready or self._slots_used >= self.concurrency or self.runner.stopping:
             return None
-        delivery = self._ready.popleft()
+        delivery = next((d for d in self._ready if d.message.id not in self._zombie_ids), None)
+        if delivery is None:  # every ready one is a redelivery of a handler still running here
+            return None
+        self._ready.remove(delivery)
         delivery.state = State.RUNNING
         delivery.started_at = time.monotonic()
         delivery.holds_slot = True
@@ -226,6 +236,8 @@ class Subscription:
                 following = self._start_next()
             elif was is State.TIMED_OUT:
                 self._zombies -= 1
+            if was is State.TIMED_OUT:
+                self._zombie_end(delivery.message.id)
             if was is State.RUNNING:
                 delivery.state = State.FINISHED
             self._running.discard(delivery)
@@ -264,6 +276,7 @@ class Subscription:
                 return
             delivery.state = State.TIMED_OUT
             self._running.discard(delivery)
+            self._zombie_ids[delivery.message.id] = self._zombie_ids.get(delivery.message.id, 0) + 1
             if self._zombies < self.concurrency:
                 self._slots_used -= 1
                 self._zombies += 1
@@ -280,6 +293,14 @@ class Subscription:
                 duration=duration,
             )
         )
+
+    def _zombie_end(self, message_id: int) -> None:
+        """A timed-out handler's thread ended: its message's redelivery may start (lock held)."""
+        left = self._zombie_ids.get(message_id, 0) - 1
+        if left > 0:
+            self._zombie_ids[message_id] = left
+        else:
+            self._zombie_ids.pop(message_id, None)
 
     # ------------------------------------------------------------------ shutdown
 

@@ -40,7 +40,8 @@ class ProducerTransaction:
 
     def produce_many(self, messages: Iterable[Mapping[str, Any]]) -> list[ProducedMessage]:
         """Prepare a batch (at most one produce call's worth) as one broker transaction."""
-        from mqclient.outgoing import message_from_mapping, receipts
+        from mqclient.outgoing import message_from_mapping
+        from mqclient.receipts import receipts
 
         if self.finished:
             raise RuntimeError("this transaction is already committed or rolled back")

@@ -16,7 +16,7 @@ from messages.serializers import ErrorSerializer
 from mqcenter.core.errors import InvalidRequest
 from registry import services
 
-ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 429, 503)}
+ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 409, 429, 503)}
 
 
 class SubscriptionSerializer(serializers.Serializer):

@@ -20,7 +20,7 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from itertools import islice
 from typing import Any
@@ -166,17 +166,21 @@ class WakeupHub:
 
         return stop
 
-    def notify_local(self, pairs: Iterable[Pair], limit: int = WAKE_PER_PAIR) -> None:
+    def notify_local(self, pairs: Iterable[Pair], limit: int = WAKE_PER_PAIR,
+                     counts: Mapping[Pair, int] | None = None) -> None:
         """Wake up to `limit` idle waiters per pair (not all of them: a thousand pulls
-        claiming one message at once would be a thundering herd). A pull that comes back full
-        wakes two more, so a big batch still reaches everyone, in logarithmic rounds."""
+        claiming one message at once would be a thundering herd), or as many as `counts`
+        says the pair got messages, if more. A pull that comes back full wakes more, so a
+        big batch still reaches everyone, in logarithmic rounds."""
         pairs = list(pairs)
+        counts = counts or {}
         with self._lock:
-            # islice: stop at `limit`, not after testing every one of a thousand waiters.
+            # islice: stop at the limit, not after testing every one of a thousand waiters.
             events = [
                 event
                 for pair in pairs
-                for event in islice((e for e in self._waiters.get(pair, ()) if not e.is_set()), limit)
+                for event in islice((e for e in self._waiters.get(pair, ()) if not e.is_set()),
+                                    max(limit, counts.get(pair, 0)))
             ]
             calls = [(cb, pair) for pair in pairs for cb in (*self._callbacks.get(pair, ()), *self._callbacks.get(ANY, ()))]
         for event in events:
@@ -200,17 +204,23 @@ class WakeupHub:
 
     # --- publishing ----------------------------------------------------------------------
 
-    def publish(self, pairs: Iterable[Pair]) -> None:
-        """Tell every broker process that these (topic, group) pairs have work."""
+    def publish(self, pairs: Iterable[Pair] | Mapping[Pair, int]) -> None:
+        """Tell every broker process that these (topic, group) pairs have work; given as a
+        mapping, how many messages each got (a big produce then wakes that many waiters at
+        once, not a few that wake the others in rounds)."""
+        counts = {tuple(p): int(n) for p, n in pairs.items()} if isinstance(pairs, Mapping) else {}
         unique = sorted(set(pairs))
         if not unique:
             return
         # This process's own waiters at once, not after a round trip through Redis.
-        self.notify_local(unique)
+        self.notify_local(unique, counts=counts)  # type: ignore[arg-type]
         if not self.redis_url:
             return
+        signal: dict[str, Any] = {"from": self.origin, "pairs": unique}
+        if counts:
+            signal["counts"] = [counts.get(pair, 0) for pair in unique]
         try:
-            self._redis_publisher().publish(self.channel, json.dumps({"from": self.origin, "pairs": unique}))
+            self._redis_publisher().publish(self.channel, json.dumps(signal))
         except Exception as exc:  # noqa: BLE001 - Redis is not on the durability path
             logger.warning("wake-up publish failed (%s); woke local pulls only", exc)
 
@@ -257,7 +267,9 @@ class WakeupHub:
                         continue
                     signal = json.loads(item["data"])
                     if signal["from"] != self.origin:  # our own were woken when published
-                        self.notify_local([tuple(pair) for pair in signal["pairs"]])  # type: ignore[misc]
+                        pairs = [tuple(pair) for pair in signal["pairs"]]
+                        counts = dict(zip(pairs, signal.get("counts", ()), strict=False))
+                        self.notify_local(pairs, counts=counts)  # type: ignore[arg-type]
             except Exception as exc:  # noqa: BLE001 - reconnect on any failure
                 if self.connected:
                     logger.warning("wake-up subscriber lost Redis (%s); polling meanwhile", exc)

@@ -64,6 +64,16 @@ def human_hours(hours: float | None) -> str:
     return "—" if hours is None else human_age(hours * 3600)
 
 
+def human_drain(row: dict[str, Any]) -> str:
+    """A heap row's time to drain: "nothing waiting" without a backlog (not "0.0 s"), "never
+    at current rates" when it does not shrink."""
+    if not row.get("backlog"):
+        return "nothing waiting"
+    if row.get("drain_hours") is None:
+        return "never at current rates"
+    return human_hours(row["drain_hours"])
+
+
 def message_list_url(*, topic: str, group: str | None = None, status: str | None = None,
                      added_after: str | None = None, added_before: str | None = None) -> str:
     """The console's message list filtered to a report row."""
@@ -109,15 +119,24 @@ def heap_verdicts(result: dict[str, Any]) -> list[dict[str, Any]]:
     return verdicts
 
 
+# The finished statuses of a trace report's row, as its columns name them, and how a verdict
+# says each of them.
+FINISHED = (("success", "succeeded"), ("fail", "failed"), ("timeout", "timed out"),
+            ("expired", "expired"), ("cancelled", "cancelled"))
+
+
 def trace_verdicts(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per topic, one line: how many of its messages succeeded, its slowest group's p99
-    produce-to-success latency and its most frequent failure reason."""
+    """Per topic, one line: how many of its finished messages succeeded, and how the others
+    ended (failed, timed out, expired, cancelled), its slowest group's p99 produce-to-success
+    latency and its most frequent failure reason."""
     topics: dict[str, dict[str, Any]] = {}
     for row in result.get("groups", []):
-        item = topics.setdefault(row["topic"], {"messages": 0, "success": 0, "finished": 0, "p99": None})
+        item = topics.setdefault(row["topic"], {"messages": 0, "finished": 0, "p99": None,
+                                                **{name: 0 for name, _ in FINISHED}})
         item["messages"] += row["messages"]
-        item["success"] += row["success"]
-        item["finished"] += row["success"] + row["fail"] + row["timeout"]
+        for name, _ in FINISHED:
+            item[name] += row.get(name) or 0
+            item["finished"] += row.get(name) or 0
         if row.get("latency_p99") is not None:
             item["p99"] = max(item["p99"] or 0.0, row["latency_p99"])
     reasons: dict[str, tuple[int, str]] = {}
@@ -128,7 +147,9 @@ def trace_verdicts(result: dict[str, Any]) -> list[dict[str, Any]]:
     for name, item in sorted(topics.items()):
         parts = [f"{item['messages']} messages"]
         if item["finished"]:
-            parts.append(f"{100 * item['success'] / item['finished']:.0f}% of the finished succeeded")
+            parts.append(f"{_percent(item['success'], item['finished'])} of the finished succeeded")
+            parts += [f"{_percent(item[name], item['finished'])} {said}"
+                      for name, said in FINISHED[1:] if item[name]]
         else:
             parts.append("none finished")
         if item["p99"] is not None:
@@ -137,3 +158,13 @@ def trace_verdicts(result: dict[str, Any]) -> list[dict[str, Any]]:
             parts.append(f"most frequent failure: {reasons[name][1][:80]}")
         verdicts.append({"topic": name, "verdict": ", ".join(parts)})
     return verdicts
+
+
+def _percent(part: int, whole: int) -> str:
+    """A share as a whole percentage, never rounded to 0% or 100% while it is not."""
+    value = 100 * part / whole
+    if 0 < value < 1:
+        return "<1%"
+    if 99 < value < 100:
+        return ">99%"
+    return f"{value:.0f}%"

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from mqcenter.celery import app as celery_app
 from mqcenter.core.auth import Principal
+from mqcenter.core.db import read_alias
 from mqcenter.core.errors import InvalidRequest, NotFound
 from reports.models import ReportRun
 from reports.preflight import report_master_problem, report_requirements_missing
@@ -187,7 +188,8 @@ def _error_text(exc: BaseException) -> str:
 
 
 def report_source() -> JdbcSource:
-    """Where Spark reads the live tables: MQ_REPORT_JDBC_URL, else the default database.
+    """Where Spark reads the live tables: MQ_REPORT_JDBC_URL, else the read database
+    (DATABASE_READ_URL), else the default database.
 
     Only MySQL/MariaDB databases can be read (MariaDB Connector/J); the embedded SQLite
     quick start cannot feed Spark.
@@ -196,11 +198,13 @@ def report_source() -> JdbcSource:
 
     partitions = settings.MQ_REPORT_JDBC_PARTITIONS
     explicit = settings.MQ_REPORT_JDBC_URL
-    db = connections["default"].settings_dict
+    # The reads may lag the writer: DATABASE_READ_URL's database when there is one.
+    alias = read_alias()
+    db = connections[alias].settings_dict
     if explicit:
         return JdbcSource(url=explicit, user=db.get("USER") or "", password=db.get("PASSWORD") or "",
                           partitions=partitions)
-    if connections["default"].vendor != "mysql":
+    if connections[alias].vendor != "mysql":
         raise InvalidRequest(
             "the Spark reports read MySQL/MariaDB over JDBC; set DATABASE_URL to mysql://... "
             "or MQ_REPORT_JDBC_URL"

@@ -4,8 +4,6 @@
 # Usage: ./scripts/quickstart.sh [--port 8000] [--host 127.0.0.1]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/pip install -q --upgrade pip >/dev/null 2>&1 || true
-.venv/bin/pip install -q -e . 2>&1 | grep -v -i warning || true
+scripts/install.sh .venv
 unset DATABASE_URL REDIS_URL CELERY_BROKER_URL
 exec .venv/bin/python manage.py quickstart "$@"

@@ -34,6 +34,8 @@ MESSAGE_SCHEMA = T.StructType(
         # With pulled_at, the "pulled" event a row holds (see `trace.row_pulls`).
         T.StructField("lease_owner", T.StringType()),
         T.StructField("pulled_at", T.TimestampType()),
+        # A copy's (replay, archive redrive, move): when it was made; it enters the heap then.
+        T.StructField("copied_at", T.TimestampType()),
     ]
 )
 TRACE_SCHEMA = T.StructType(
@@ -48,17 +50,18 @@ TRACE_SCHEMA = T.StructType(
         T.StructField("log", T.StringType()),
     ]
 )
-# Logs are read where a report uses them (a failure's reason, a retry's time), and only
+# Logs are read where a report uses them (a failure's reason, a retry's time, a cancel
+# before a commit), and only
 # their first characters: logs may hold 4000.
 LOG_CHARS = 500
-LOGGED_EVENTS = ("nacked", "retry_scheduled", "lease_expired")
+LOGGED_EVENTS = ("nacked", "retry_scheduled", "lease_expired", "cancelled")
 TRACE_SQL_COLUMNS = (
     "id, message_id, event, actor, at, attempt, status_after, "
     f"CASE WHEN event IN ({', '.join(repr(e) for e in LOGGED_EVENTS)}) THEN SUBSTRING(log, 1, {LOG_CHARS}) "
     "ELSE '' END AS log"
 )
 MESSAGE_SQL_COLUMNS = (
-    "id, topic, group_name, status, attempt, effect_time, add_time, update_time, lease_owner, pulled_at"
+    "id, topic, group_name, status, attempt, effect_time, add_time, update_time, lease_owner, pulled_at, copied_at"
 )
 
 
@@ -171,7 +174,8 @@ def archived(spark: SparkSession, path: str | None, schema: T.StructType) -> Dat
     """
     if not path or not _has_parquet(path):
         return spark.createDataFrame([], schema)
-    df = spark.read.option("basePath", path).parquet(path)
+    # Days exported before a column was added lack it: merge the files' schemas.
+    df = spark.read.option("basePath", path).option("mergeSchema", "true").parquet(path)
     if "log" in schema.fieldNames() and "log" in df.columns:
         df = df.withColumn(
             "log", F.when(F.col("event").isin(*LOGGED_EVENTS), F.substring("log", 1, LOG_CHARS)).otherwise("")

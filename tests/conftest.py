@@ -3,6 +3,7 @@ JSON API client. Tests run against the real MariaDB and Redis (mqcenter.test_set
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -124,11 +125,16 @@ def error_of(response: Any) -> dict[str, Any]:
 
 # The slow lanes by directory, whatever each module marks: `./scripts/test.sh --fast` leaves
 # out what starts broker, worker or browser processes, or Spark.
-_LANES = {"e2e": "e2e", "faults": "e2e", "bench": "e2e", "browser": "browser", "spark": "spark"}
+_LANES = {"e2e": "e2e", "faults": "e2e", "bench": "e2e", "ha": "e2e", "browser": "browser", "spark": "spark"}
+# The HA lane of scripts/test.sh starts a Galera cluster and sets this; other runs skip the
+# tests that need that cluster.
+_GALERA_LANE = os.environ.get("MQ_GALERA_LANE") == "1"
 
 
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     for item in items:
+        if not _GALERA_LANE and item.get_closest_marker("galera"):
+            item.add_marker(pytest.mark.skip(reason="needs the HA lane's Galera cluster (MQ_GALERA_LANE=1)"))
         if "e2e" in item.path.name:
             item.add_marker(pytest.mark.e2e)
         parts = item.path.parts

@@ -16,7 +16,7 @@ from messages.serializers import ErrorSerializer
 from mqcenter.core.auth import IsAdminToken, Principal
 from mqcenter.core.errors import Forbidden, InvalidRequest, NotFound
 from topics import services
-from topics.models import Biz, DeliveryMode, RetryStrategy, Topic
+from topics.models import Biz, CheckGiveUp, DeliveryMode, Overflow, RetryStrategy, Topic
 from topics.webhooks import MAX_WEBHOOKS, WEBHOOK_FORMATS
 
 ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 409, 429, 503)}
@@ -57,9 +57,23 @@ class TopicSerializer(serializers.Serializer):
     backlog_alarm_threshold = serializers.IntegerField(min_value=1, max_value=2**31 - 1, required=False, allow_null=True)
     max_backlog = serializers.IntegerField(
         min_value=1, max_value=10_000_000, required=False, allow_null=True,
-        help_text="A produce that would leave a group with more NEW messages answers 429 backlog_full.",
+        help_text="A produce that would leave a group with more NEW messages answers 429 backlog_full "
+        "(or makes room, by `overflow`); a batch larger than it answers 400.",
+    )
+    overflow = serializers.ChoiceField(
+        choices=Overflow.values, required=False,
+        help_text="At max_backlog: reject (429), or drop_oldest / dead_letter_oldest (the oldest deliverable "
+        "messages end EXPIRED with log \"overflow\" to make room).",
+    )
+    default_ttl_seconds = serializers.IntegerField(
+        min_value=1, max_value=365 * 86400, required=False, allow_null=True,
+        help_text="Messages that name no expiry expire this long after they come due.",
     )
     paused = serializers.BooleanField(required=False)
+    check_give_up = serializers.ChoiceField(
+        choices=CheckGiveUp.values, required=False,
+        help_text="What the check-back does with a transaction nobody resolved within MQ_TRANSACTION_GIVE_UP_SECONDS.",
+    )
     groups = GroupSerializer(many=True, required=False, max_length=100)
 
     def validate_groups(self, groups: list[dict[str, str]]) -> list[dict[str, str]]:

@@ -6,6 +6,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.permissions import BasePermission
@@ -15,14 +16,18 @@ from rest_framework.views import APIView
 
 from messages import subscriptions
 from messages.delivery.validation import NAME_PATTERN
+from messages.routing.filters import filter_parse
 from messages.serializers import ErrorSerializer
 from mqcenter.core.auth import IsAdminToken, Principal
 from mqcenter.core.errors import Forbidden, InvalidRequest
 from topics.models import Topic, TopicGroup
-from topics.services import topic_get, topic_require_biz
+from topics.services import topic_get, topic_require_biz, topics_for_produce
 
 ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 409, 503)}
-CREATE_FIELDS = {"group", "start", *subscriptions.GROUP_SETTINGS}
+CREATE_FIELDS = {"group", "start", "filter", *subscriptions.GROUP_SETTINGS}
+UPDATE_FIELDS = {"filter", *subscriptions.GROUP_SETTINGS}
+FILTER_HELP = ('{"tags": [...]} or {"expression": "tag IN (\'a\') AND region = \'eu\'"}: a publish is copied '
+               "to the group only when it matches; null: every publish")
 
 GroupStatusSerializer = inline_serializer("GroupStatus", {
     "topic": serializers.CharField(), "group": serializers.CharField(),
@@ -34,6 +39,9 @@ GroupStatusSerializer = inline_serializer("GroupStatus", {
     "dead": serializers.IntegerField(), "oldest_age_seconds": serializers.FloatField(allow_null=True),
     "consumers_online": serializers.IntegerField(), "last_pull_at": serializers.DateTimeField(allow_null=True),
     "created_at": serializers.DateTimeField(),
+    "filter": serializers.DictField(allow_null=True, help_text=FILTER_HELP),
+    "filter_set_at": serializers.DateTimeField(allow_null=True),
+    "filtered_out": serializers.IntegerField(help_text="publishes the filter kept from the group since it was set"),
 })
 GroupListSerializer = serializers.ListSerializer(child=GroupStatusSerializer)
 GroupCreateSerializer = inline_serializer("GroupCreate", {
@@ -43,6 +51,14 @@ GroupCreateSerializer = inline_serializer("GroupCreate", {
     "max_in_flight": serializers.IntegerField(required=False, allow_null=True),
     "rate_per_second": serializers.FloatField(required=False, allow_null=True),
     "key_concurrency": serializers.IntegerField(required=False),
+    "filter": serializers.DictField(required=False, allow_null=True, help_text=FILTER_HELP),
+})
+GroupUpdateSerializer = inline_serializer("GroupUpdate", {
+    "mode": serializers.CharField(required=False), "paused": serializers.BooleanField(required=False),
+    "max_in_flight": serializers.IntegerField(required=False, allow_null=True),
+    "rate_per_second": serializers.FloatField(required=False, allow_null=True),
+    "key_concurrency": serializers.IntegerField(required=False),
+    "filter": serializers.DictField(required=False, allow_null=True, help_text=FILTER_HELP),
 })
 JobSerializer = inline_serializer("ReplayJob", {"job": serializers.IntegerField(), "group": serializers.CharField()})
 
@@ -57,8 +73,11 @@ class ReadsOrAdmin(BasePermission):
         return IsAdminToken().has_permission(request, view)
 
 
-def _topic(principal: Principal, name: str, *, admin: bool) -> Topic:
-    topic = topic_get(name)
+def _topic(principal: Principal, name: str, *, admin: bool, create: bool = False) -> Topic:
+    if create and re.fullmatch(NAME_PATTERN, name):
+        topic = topics_for_produce(principal=principal, names=[name], auto_create=settings.MQ_AUTO_CREATE_TOPICS)[name]
+    else:
+        topic = topic_get(name)
     topic_require_biz(principal, topic)
     if not admin and not (principal.may("consume", name) or principal.may("produce", name)):
         raise Forbidden(f"This token has no scope for topic {name!r}.")
@@ -89,7 +108,6 @@ class GroupListView(APIView):
     @extend_schema(operation_id="group_create", request=GroupCreateSerializer,
                    responses={201: GroupStatusSerializer, 202: JobSerializer, **ERRORS})
     def post(self, request: Request, topic: str) -> Response:
-        row = _topic(request.user, topic, admin=True)
         body = _body(request.data, CREATE_FIELDS)
         name = body.get("group")
         if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name):
@@ -97,8 +115,14 @@ class GroupListView(APIView):
                                  details={"field": "group"})
         start = subscriptions.start_parse(body.get("start"))
         limits = {k: v for k, v in body.items() if k in subscriptions.GROUP_SETTINGS and k != "mode"}
+        mode = body.get("mode", "queue")
+        subscriptions.group_settings_validated({"mode": mode, **limits})  # before a topic is made
+        filter_parse(body.get("filter"))
+        # A topic that does not exist yet is created as a produce creates it (MQ_AUTO_CREATE_TOPICS).
+        row = _topic(request.user, topic, admin=True, create=True)
         group, job = subscriptions.group_create(
-            principal=request.user, topic=row, name=name, mode=body.get("mode", "queue"), start=start, limits=limits,
+            principal=request.user, topic=row, name=name, mode=mode, start=start, limits=limits,
+            filter=body.get("filter"),
         )
         if job is not None:
             return Response({"job": job, "group": name}, status=status.HTTP_202_ACCEPTED)
@@ -113,11 +137,11 @@ class GroupDetailView(APIView):
         row = _topic(request.user, topic, admin=False)
         return Response(_status(row, subscriptions.group_get(principal=request.user, topic=row, name=group)))
 
-    @extend_schema(operation_id="group_update", request=GroupCreateSerializer,
+    @extend_schema(operation_id="group_update", request=GroupUpdateSerializer,
                    responses={200: GroupStatusSerializer, **ERRORS})
     def patch(self, request: Request, topic: str, group: str) -> Response:
         row = _topic(request.user, topic, admin=True)
-        changes = _body(request.data, set(subscriptions.GROUP_SETTINGS))
+        changes = _body(request.data, UPDATE_FIELDS)
         updated = subscriptions.group_update(principal=request.user, topic=row, name=group, changes=changes)
         return Response(_status(row, updated))
 

@@ -24,8 +24,14 @@ from django.views.decorators.http import require_POST
 
 from messages import subscriptions
 from messages.delivery.validation import NAME_PATTERN
-from messages.stats import selectors as stats_selectors
-from mqcenter.console import htmx_redirect, int_from_form, moment_from_form, next_path, render_page
+from mqcenter.console import (
+    fields_checked,
+    htmx_redirect,
+    int_from_form,
+    moment_from_form,
+    next_path,
+    render_page,
+)
 from mqcenter.core.auth import Principal
 from mqcenter.core.errors import Conflict, InvalidRequest, NotFound
 from mqcenter.core.roles import console_principal, console_view
@@ -52,20 +58,12 @@ def topic_group(request: HttpRequest, name: str, group: str) -> HttpResponse:
     rows = group_rows(topic=topic, name=group)
     if not rows:
         raise NotFound(f"Group {group!r} of topic {name!r} does not exist.")
-    stats = [
-        s
-        for s in stats_selectors.topic_stats(
-            principal=request.console.principal, topic=topic.name
-        )
-        if s["group"] == group
-    ]
     return render_page(
         request,
         "topics/group.html",
         {
             "topic": topic,
             "group": group,
-            "stats": stats,
             "group_rows": rows,
             "may_edit": may_change_groups(request, topic),
             **live_group_rows(principal=request.console.principal, topic=topic.name, group=group),
@@ -136,17 +134,16 @@ def group_limits(request: HttpRequest, name: str, group: str) -> HttpResponse:
     if request.method != "POST":
         return _form(request, "limits_form", context)
     values = {field: request.POST.get(field, "").strip() for field in LIMIT_FIELDS}
+    wanted, errors = fields_checked({
+        "mode": lambda: values["mode"],
+        "max_in_flight": lambda: int_from_form(values["max_in_flight"], "max_in_flight", low=1, high=2**31 - 1),
+        "rate_per_second": lambda: _rate(values["rate_per_second"]),
+        "key_concurrency": lambda: int_from_form(values["key_concurrency"], "key_concurrency", low=1, high=2**31 - 1),
+    })
+    errors = {**subscriptions.group_settings_errors(wanted), **errors}
+    if errors:
+        return _form(request, "limits_form", {**context, "values": values, "field_error": errors}, status=400)
     try:
-        wanted = {
-            "mode": values["mode"],
-            "max_in_flight": int_from_form(
-                values["max_in_flight"], "max_in_flight", low=1, high=2**31 - 1
-            ),
-            "rate_per_second": _rate(values["rate_per_second"]),
-            "key_concurrency": int_from_form(
-                values["key_concurrency"], "key_concurrency", low=1, high=2**31 - 1
-            ),
-        }
         # Only what changed: saving an unchanged rate would refill its token bucket.
         changes = {field: value for field, value in wanted.items() if value != getattr(row, field)}
         if changes:

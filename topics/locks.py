@@ -19,15 +19,3 @@ def lock_topic(topic_pk: int, *, share: bool) -> None:
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT id FROM {table} WHERE id = %s {mode}", [topic_pk])  # noqa: S608 - a quoted table name
 
-
-def subscribed_groups(topic_pk: int) -> list[str]:
-    """The topic's subscribed groups, read after `lock_topic(share=True)`: at READ COMMITTED a
-    statement sees every group committed before it started, so none subscribed before the lock
-    is missed."""
-    table = connection.ops.quote_name("topics_topicgroup")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT name FROM {table} WHERE topic_id = %s AND subscribed = %s ORDER BY name",  # noqa: S608 - a quoted table name
-            [topic_pk, True],
-        )
-        return [name for (name,) in cursor.fetchall()]

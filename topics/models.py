@@ -26,11 +26,27 @@ class Biz(models.Model):
         return self.name
 
 
+class CheckGiveUp(models.TextChoices):
+    """What the check-back does with a transaction its producer never resolved, after
+    MQ_TRANSACTION_GIVE_UP_SECONDS."""
+
+    ROLLBACK = "rollback"
+    COMMIT = "commit"
+
+
 class RetryStrategy(models.TextChoices):
     FIXED = "fixed"
     LINEAR = "linear"
     EXPONENTIAL = "exponential"
     RANDOM = "random"
+
+
+class Overflow(models.TextChoices):
+    """What a produce does to a group at its topic's max_backlog (messages/overflow.py)."""
+
+    REJECT = "reject"  # 429 backlog_full, nothing stored
+    DROP_OLDEST = "drop_oldest"  # the oldest deliverable messages end EXPIRED to make room
+    DEAD_LETTER_OLDEST = "dead_letter_oldest"  # the same, as API.md states both
 
 
 class DeliveryMode(models.TextChoices):
@@ -71,7 +87,14 @@ class Topic(models.Model):
     # Backpressure: a produce that would leave any group with more NEW messages is refused
     # (429 backlog_full). None: no limit.
     max_backlog = models.PositiveIntegerField(null=True, blank=True)
+    overflow = models.CharField(max_length=20, choices=Overflow.choices, default=Overflow.REJECT,
+                                db_default=Overflow.REJECT)
+    # Messages that name no expiry expire this long after they come due. None: never.
+    default_ttl_seconds = models.PositiveIntegerField(null=True, blank=True)
     paused = models.BooleanField(default=False)
+    # A transaction of this topic nobody resolved within MQ_TRANSACTION_GIVE_UP_SECONDS is
+    # rolled back, or committed (a transaction over several topics commits only if each says so).
+    check_give_up = models.CharField(max_length=16, choices=CheckGiveUp.choices, default=CheckGiveUp.ROLLBACK)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     # Set when the topic is deleted: its purge job removes everything of it, then the row.
@@ -110,6 +133,10 @@ class TopicGroup(models.Model):
     rate_refilled_at = models.DateTimeField(null=True, blank=True)
     # Written at most every few seconds per broker process (messages/delivery/claims).
     last_pull_at = models.DateTimeField(null=True, blank=True)
+    # The subscription's filter, {"tags": [...]} or {"expression": "..."} (messages/routing/):
+    # a publish is copied to the group only when it matches. None: every publish.
+    filter_spec = models.JSONField(null=True, blank=True)
+    filter_set_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["topic_id", "name"]
@@ -122,6 +149,22 @@ class TopicGroup(models.Model):
     def flow_controlled(self) -> bool:
         """Whether a queue claim must lock the group row to decide how many it may take."""
         return self.max_in_flight is not None or self.rate_per_second is not None
+
+
+class GroupFilterSkips(models.Model):
+    """How many publishes a filtered group's filter kept from it since the filter was set, in
+    a few slots: a publish adds to one slot chosen at random in its own transaction, so
+    concurrent publishes rarely wait for one another's row. The count is the slots' sum."""
+
+    group = models.ForeignKey(TopicGroup, on_delete=models.CASCADE, related_name="filter_skips")
+    slot = models.SmallIntegerField()
+    skipped = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["group", "slot"], name="uq_filter_skips_slot")]
+
+    def __str__(self) -> str:
+        return f"{self.group_id}#{self.slot}: {self.skipped}"
 
 
 class ApiToken(models.Model):

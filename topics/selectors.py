@@ -1,11 +1,12 @@
 """Reads for the console's view of a topic's groups (its subscriptions): each group's state,
-and the groups nobody consumes while their backlog grows."""
+and the groups nobody consumes while their messages wait."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
@@ -15,9 +16,8 @@ from mqcenter.core.auth import Principal
 from registry.models import ConsumerInstance
 from registry.services import online_cutoff
 from topics.models import Topic, TopicGroup
+from topics.services import DEFAULT_GROUP
 
-# A group with a growing backlog that no consumer has pulled from for this long is flagged.
-UNATTENDED_AFTER = timedelta(days=1)
 # The dashboard looks at no more candidates than this (each costs one indexed read).
 UNATTENDED_SCAN_LIMIT = 200
 
@@ -31,6 +31,8 @@ def group_rows(*, topic: Topic, name: str | None = None) -> list[dict[str, Any]]
     rows = []
     for group in groups:
         status = group_status(topic=topic, group=group)
+        # Publishes made while nobody subscribed wait here; a later subscriber does not take them.
+        status["stranded"] = group.name == DEFAULT_GROUP and not group.subscribed and status["backlog"] > 0
         status["unattended"] = group_unattended(
             group=group, consumers_online=status["consumers_online"], now=now
         )
@@ -38,23 +40,29 @@ def group_rows(*, topic: Topic, name: str | None = None) -> list[dict[str, Any]]
     return rows
 
 
+def _unattended_since(now: datetime) -> datetime:
+    """A group is flagged once a message has waited, and no consumer has been seen, for
+    MQ_ALARM_OLDEST_AGE_SECONDS (the age alarm's threshold)."""
+    return now - timedelta(seconds=settings.MQ_ALARM_OLDEST_AGE_SECONDS)
+
+
 def group_unattended(
     *, group: TopicGroup, consumers_online: int, now: datetime | None = None
 ) -> bool:
-    """No consumer online, none has pulled for UNATTENDED_AFTER (a group never pulled counts
-    from its creation), and messages kept becoming deliverable to it over that time."""
+    """No consumer online, none has pulled for MQ_ALARM_OLDEST_AGE_SECONDS (a group never
+    pulled counts from its creation), and a message has been deliverable to it for that long."""
     now = now or timezone.now()
-    since = now - UNATTENDED_AFTER
+    since = _unattended_since(now)
     if consumers_online or (group.last_pull_at or group.created_at) > since:
         return False
-    return _backlog_grew(group.topic.name, group.name, since=since, now=now)
+    return _waited(group.topic.name, group.name, since=since)
 
 
 def groups_unattended(*, principal: Principal) -> list[TopicGroup]:
     """The principal's unattended groups (see `group_unattended`), for the dashboard. Looks
     at the UNATTENDED_SCAN_LIMIT longest-idle candidates at most."""
     now = timezone.now()
-    since = now - UNATTENDED_AFTER
+    since = _unattended_since(now)
     candidates = TopicGroup.objects.select_related("topic").filter(
         Q(last_pull_at__lt=since) | Q(last_pull_at__isnull=True, created_at__lt=since)
     )
@@ -67,19 +75,14 @@ def groups_unattended(*, principal: Principal) -> list[TopicGroup]:
     )
     found = []
     for group in candidates.order_by("last_pull_at", "created_at")[:UNATTENDED_SCAN_LIMIT]:
-        if (group.topic.name, group.name) not in online and _backlog_grew(
-            group.topic.name, group.name, since=since, now=now
-        ):
+        if (group.topic.name, group.name) not in online and _waited(group.topic.name, group.name, since=since):
             found.append(group)
     return found
 
 
-def _backlog_grew(topic: str, group: str, *, since: datetime, now: datetime) -> bool:
-    # A range read on ix_msg_claim (topic, group, status, effect_time) that stops at one row.
+def _waited(topic: str, group: str, *, since: datetime) -> bool:
+    """A NEW message of the group has been due since `since` or earlier: a range read on
+    ix_msg_claim (topic, group, status, effect_time) that stops at one row."""
     return Message.objects.filter(
-        topic=topic,
-        group_name=group,
-        status=Status.NEW,
-        effect_time__gte=since,
-        effect_time__lte=now,
+        topic=topic, group_name=group, status=Status.NEW, effect_time__lte=since,
     ).exists()

@@ -33,7 +33,10 @@ TOPIC_FIELDS = (
     "alarm_webhooks",
     "backlog_alarm_threshold",
     "max_backlog",
+    "overflow",
+    "default_ttl_seconds",
     "paused",
+    "check_give_up",
 )
 
 
@@ -127,7 +130,7 @@ def topic_update(
     if biz is not None and biz.id != topic.biz_id and "alarm_webhooks" not in settings and topic.alarm_webhooks:
         # A topic moving to another line keeps its targets only if that line may call them.
         settings = {**settings, "alarm_webhooks": topic.alarm_webhooks}
-    settings = _settings_checked(settings, biz=owner)
+    settings = _settings_checked(settings, biz=owner, saved=topic.alarm_webhooks)
     before = topic_snapshot(topic)
     with transaction.atomic():
         for field in TOPIC_FIELDS:
@@ -151,11 +154,13 @@ def topic_update(
     return topic
 
 
-def _settings_checked(settings: dict[str, Any], *, biz: Biz | None) -> dict[str, Any]:
+def _settings_checked(settings: dict[str, Any], *, biz: Biz | None, saved: list[dict[str, str]] | None = None) -> dict[str, Any]:
     # Webhook targets are checked here, whichever door they came through: the broker only
-    # ever calls hosts the operator allowed the topic's business line.
+    # ever calls hosts the operator allowed the topic's business line. A target kept keeps
+    # its signing secret.
     if "alarm_webhooks" in settings:
-        targets = webhooks_validate(targets=settings["alarm_webhooks"], biz=biz.name if biz is not None else None)
+        targets = webhooks_validate(targets=settings["alarm_webhooks"], biz=biz.name if biz is not None else None,
+                                    saved=saved)
         return {**settings, "alarm_webhooks": targets}
     return settings
 
@@ -188,9 +193,11 @@ def topic_snapshot(topic: Topic, *, secrets: bool = True) -> dict[str, Any]:
 
 
 def _audited(snapshot: dict[str, Any]) -> dict[str, Any]:
-    """A topic's settings as the audit log keeps them: webhook URLs masked."""
+    """A topic's settings as the audit log keeps them: webhook URLs masked, signing secrets
+    left out."""
     hooks = snapshot.get("alarm_webhooks") or []
-    return {**snapshot, "alarm_webhooks": [{**h, "url": webhook_url_masked(h["url"])} for h in hooks]}
+    return {**snapshot, "alarm_webhooks": [{"url": webhook_url_masked(h["url"]), "format": h.get("format", "generic")}
+                                           for h in hooks]}
 
 
 def topics_for_produce(*, principal: Principal, names: Iterable[str], auto_create: bool) -> dict[str, Topic]:

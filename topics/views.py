@@ -30,7 +30,7 @@ from mqcenter.dashboard import backlog_overview, live_group_rows, rates_by_group
 from mqcenter.models import ConsoleRole
 from topics import services
 from topics.api import BizSerializer, TopicSerializer, TopicUpdateSerializer, biz_out
-from topics.models import ApiToken, Biz, DeliveryMode, RetryStrategy, Topic
+from topics.models import ApiToken, Biz, CheckGiveUp, DeliveryMode, Overflow, RetryStrategy, Topic
 from topics.selectors import group_rows
 from topics.webhooks import WEBHOOK_FORMATS, webhook_url_masked
 
@@ -108,15 +108,17 @@ def topic_list(request: HttpRequest) -> HttpResponse:
 def topic_form_data(post: Any) -> dict[str, Any]:
     """Form fields to the API's topic body (validated by its serializer afterwards)."""
     data: dict[str, Any] = {}
-    for name in ("owner", "description", "retry_strategy"):
+    for name in ("owner", "description", "retry_strategy", "check_give_up"):
         if name in post:
             data[name] = post.get(name, "").strip()
     for name in ("retry_count", "retry_interval_seconds", "timeout_seconds", "retention_days"):
         if post.get(name, "").strip():
             data[name] = post.get(name).strip()
-    for name in ("backlog_alarm_threshold", "max_backlog"):
+    for name in ("backlog_alarm_threshold", "max_backlog", "default_ttl_seconds"):
         if name in post:
             data[name] = post.get(name).strip() or None
+    if post.get("overflow"):
+        data["overflow"] = post.get("overflow")
     if "alarm_emails" in post:
         data["alarm_emails"] = [e.strip() for e in post.get("alarm_emails", "").replace(",", "\n").splitlines() if e.strip()]
     if "webhook_url" in post:  # rows with the URL cleared are removed
@@ -135,7 +137,7 @@ def topic_form_data(post: Any) -> dict[str, Any]:
 TOPIC_FORM_FIELDS = (
     "topic", "biz", "owner", "description", "retry_count", "retry_strategy", "retry_interval_seconds",
     "timeout_seconds", "retention_days", "alarm_emails", "alarm_webhooks", "backlog_alarm_threshold",
-    "max_backlog", "paused", "groups",
+    "max_backlog", "overflow", "default_ttl_seconds", "paused", "check_give_up", "groups",
 )
 
 
@@ -151,7 +153,8 @@ def topic_form_values(topic: Topic | None, post: Any = None) -> dict[str, Any]:
         return values
     if topic is None:
         return {"retry_count": django_settings.MQ_DEFAULT_RETRY_COUNT, "retry_strategy": RetryStrategy.EXPONENTIAL,
-                "retry_interval_seconds": 10, "timeout_seconds": 60, "retention_days": 7}
+                "retry_interval_seconds": 10, "timeout_seconds": 60, "retention_days": 7,
+                "check_give_up": CheckGiveUp.ROLLBACK}
     return {
         "biz": "", "owner": topic.owner, "description": topic.description, "retry_count": topic.retry_count,
         "retry_strategy": topic.retry_strategy, "retry_interval_seconds": topic.retry_interval_seconds,
@@ -159,6 +162,9 @@ def topic_form_values(topic: Topic | None, post: Any = None) -> dict[str, Any]:
         "alarm_emails": "\n".join(topic.alarm_emails), "paused": topic.paused,
         "backlog_alarm_threshold": "" if topic.backlog_alarm_threshold is None else topic.backlog_alarm_threshold,
         "max_backlog": "" if topic.max_backlog is None else topic.max_backlog,
+        "check_give_up": topic.check_give_up,
+        "overflow": topic.overflow,
+        "default_ttl_seconds": "" if topic.default_ttl_seconds is None else topic.default_ttl_seconds,
     }
 
 
@@ -174,11 +180,12 @@ def topic_form_context(principal: Principal, topic: Topic | None, error: MQError
     else:
         saved = topic.alarm_webhooks if topic else []
         webhooks = [{"url": w["url"] if reveal_webhooks else webhook_url_masked(w["url"]), "format": w["format"],
-                     "saved": True} for w in saved]
+                     "secret": w.get("secret", "") if reveal_webhooks else "", "saved": True} for w in saved]
     return {
         "topic": topic, "biz_choices": visible_biz(principal),
-        "strategies": RetryStrategy.values, "modes": DeliveryMode.values,
+        "strategies": RetryStrategy.values, "modes": DeliveryMode.values, "overflows": Overflow.values,
         "webhooks": webhooks, "webhook_formats": WEBHOOK_FORMATS, "reveal_webhooks": reveal_webhooks,
+        "give_up_choices": [(CheckGiveUp.ROLLBACK, _("roll back")), (CheckGiveUp.COMMIT, _("commit"))],
         "f": topic_form_values(topic, post),
         "errors": form_errors(error, TOPIC_FORM_FIELDS) if error else {},
     }

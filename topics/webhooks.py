@@ -1,9 +1,10 @@
 """A topic's alarm webhook targets: where its alarms are posted besides e-mail, and in which
-message format. Stored on the topic as [{"url", "format"}]; delivered by
-messages/alarms/webhooks.py."""
+message format, with the secret its posts are signed with. Stored on the topic as
+[{"url", "format", "secret"}]; delivered by messages/alarms/webhooks.py."""
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -24,10 +25,14 @@ def webhook_url_check(*, url: Any, field: str, biz: str | None = None) -> str:
     ).url
 
 
-def webhooks_validate(*, targets: Any, biz: str | None = None, field: str = "alarm_webhooks") -> list[dict[str, str]]:
-    """The targets as stored ([{"url", "format"}]) for a topic of business line `biz`, or
-    InvalidRequest naming the first bad field (`alarm_webhooks[1].url`). An empty list
-    removes every target."""
+def webhooks_validate(
+    *, targets: Any, biz: str | None = None, field: str = "alarm_webhooks", saved: list[dict[str, str]] | None = None,
+) -> list[dict[str, str]]:
+    """The targets as stored ([{"url", "format", "secret"}]) for a topic of business line
+    `biz`, or InvalidRequest naming the first bad field (`alarm_webhooks[1].url`). An empty
+    list removes every target. Each target keeps the signing secret it has in `saved` (the
+    topic's targets before), a new one gets its own (`webhook_secret_new`)."""
+    secrets_by_url = {t["url"]: t["secret"] for t in saved or [] if t.get("secret")}
     if not isinstance(targets, list):
         raise InvalidRequest(f"{field} must be a list.", details={"field": field})
     if len(targets) > MAX_WEBHOOKS:
@@ -53,8 +58,14 @@ def webhooks_validate(*, targets: Any, biz: str | None = None, field: str = "ala
             raise InvalidRequest(f"{where}.url: {exc.message}", details=exc.details) from exc
         if any(t["url"] == url for t in clean):
             raise InvalidRequest(f"{where}.url is listed twice.", details={"field": f"{where}.url"})
-        clean.append({"url": url, "format": fmt})
+        clean.append({"url": url, "format": fmt, "secret": secrets_by_url.get(url) or webhook_secret_new()})
     return clean
+
+
+def webhook_secret_new() -> str:
+    """A webhook target's signing secret: each alarm post carries an HMAC-SHA256 of its
+    timestamp and body under it (messages/alarms/webhooks.py `webhook_signature`)."""
+    return f"whsec_{secrets.token_urlsafe(32)}"
 
 
 def webhook_url_masked(url: str) -> str:

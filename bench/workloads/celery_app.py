@@ -14,6 +14,9 @@ from celery import Celery
 
 from bench.workloads.counter import HandledCounter
 
+# The bench run's MQ_BENCH_ID, in its Redis keys (see bench/common.py).
+KEY_ID = f"{os.environ['MQ_BENCH_ID']}:" if os.environ.get("MQ_BENCH_ID") else ""
+
 BROKER = os.environ.get("BENCH_CELERY_BROKER", "redis://127.0.0.1:6379/8")
 COUNTER_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/7")
 
@@ -34,4 +37,4 @@ def noop(run: str) -> None:
 
 @app.task(name="bench.latency")
 def latency(run: str, t0: float) -> None:
-    _redis.rpush(f"bench:latency:{run}", time.time() - t0)
+    _redis.rpush(f"bench:{KEY_ID}latency:{run}", time.time() - t0)

@@ -19,6 +19,9 @@ import time
 
 import redis
 
+# The bench run's MQ_BENCH_ID, in its Redis keys (see bench/common.py).
+KEY_ID = f"{os.environ['MQ_BENCH_ID']}:" if os.environ.get("MQ_BENCH_ID") else ""
+
 FLUSH_SECONDS = 0.01
 
 
@@ -64,7 +67,7 @@ class HandledCounter:
         if client is None:
             return
         for run, count in pending.items():
-            client.incrby(f"bench:done:{run}", count)
+            client.incrby(f"bench:{KEY_ID}done:{run}", count)
 
 
 def handled_counter() -> HandledCounter:

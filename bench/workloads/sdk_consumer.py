@@ -15,6 +15,9 @@ import redis
 from bench.workloads.counter import handled_counter
 from mqclient import Message, consumer
 
+# The bench run's MQ_BENCH_ID, in its Redis keys (see bench/common.py).
+KEY_ID = f"{os.environ['MQ_BENCH_ID']}:" if os.environ.get("MQ_BENCH_ID") else ""
+
 TOPIC = os.environ.get("BENCH_TOPIC", "bench")
 MODE = os.environ.get("BENCH_MODE", "noop")
 _redis = redis.Redis.from_url(os.environ["BENCH_REDIS_URL"])
@@ -30,6 +33,6 @@ _handled = handled_counter()
 def handle(message: Message) -> None:
     if MODE == "latency":
         started = time.time()
-        _redis.rpush(f"bench:latency:{TOPIC}", started - float(message.data["t0"]))
+        _redis.rpush(f"bench:{KEY_ID}latency:{TOPIC}", started - float(message.data["t0"]))
     else:
         _handled.add(TOPIC)

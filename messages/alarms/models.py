@@ -18,6 +18,9 @@ class Alarm(models.Model):
         TEST = "test"  # sent from the console's "send test alarm"
 
     topic = models.CharField(max_length=200)
+    # The group that weighs most in the alarm (largest backlog, oldest message, most dead
+    # letters); empty for a test alarm.
+    group_name = models.CharField(max_length=200, blank=True, default="")
     biz_id = models.BigIntegerField(null=True, blank=True)  # the topic's business line when raised
     kind = models.CharField(max_length=16, choices=Kind.choices)
     period_start = models.DateTimeField()

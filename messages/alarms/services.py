@@ -42,61 +42,84 @@ def alarms_check(*, now: datetime | None = None) -> dict[str, Any]:
     now = now or timezone.now()
     start = period_start(now)
     conditions = _conditions(now=now, since=start)
-    raised = sent = 0
-    for topic, kind, value, threshold, text in conditions:
+    raised = emailed = webhooks = 0
+    for topic, kind, value, threshold, text, group in conditions:
         alarm = _alarm_claim(topic=topic, kind=kind, start=start, value=value, threshold=threshold,
-                             text=text, now=now)
+                             text=text, now=now, group=group)
         if alarm is None:
             continue  # already raised in this period (by us or another worker)
         raised += 1
-        alarm_webhooks_enqueue(alarm=alarm, targets=list(topic.alarm_webhooks or []))
+        webhooks += alarm_webhooks_enqueue(alarm=alarm, targets=list(topic.alarm_webhooks or []))
         if alarm.recipients and alarm_send(alarm=alarm):
-            sent += 1
-    return {"checked_topics": len({c[0] for c in conditions}), "raised": raised, "sent": sent}
+            emailed += 1
+    # E-mails sent now; webhook posts are queued here and sent by the outbound job (each
+    # target's outcome is in the alarm history).
+    return {"checked_topics": len({c[0] for c in conditions}), "raised": raised, "emailed": emailed,
+            "webhooks_queued": webhooks}
 
 
-def _conditions(*, now: datetime, since: datetime) -> list[tuple[Topic, str, float, float, str]]:
+Condition = tuple[Topic, str, float, float, str, str | None]  # topic, kind, value, threshold, text, group
+
+
+def _conditions(*, now: datetime, since: datetime) -> list[Condition]:
+    """The alarms due per topic, each with the group that weighs most in it (the largest
+    backlog, the oldest message, the most dead letters)."""
     topics = {t.name: t for t in Topic.objects.all()}
     if not topics:
         return []
     recent = StatsBucket.objects.filter(minute__gte=now - SNAPSHOT_MAX_AGE, deliverable__isnull=False)
     latest = dict(recent.values("topic").annotate(m=Max("minute")).values_list("topic", "m"))
-    snapshot: dict[str, dict[str, float]] = {}
+    snapshot: dict[str, dict[str, Any]] = {}
     for row in (
         recent.filter(topic__in=list(latest), minute__in=set(latest.values()))
-        .values("topic", "minute").annotate(backlog=Sum("deliverable"), oldest=Max("oldest_deliverable_age_seconds"))
+        .values("topic", "group_name", "minute", "deliverable", "oldest_deliverable_age_seconds").order_by("group_name")
     ):
-        if latest.get(row["topic"]) == row["minute"]:
-            snapshot[row["topic"]] = {"backlog": row["backlog"] or 0, "oldest": row["oldest"]}
-    failed = dict(
-        StatsBucket.objects.filter(Q(failed__gt=0) | Q(expired__gt=0), minute__gte=since)
-        .values("topic").annotate(n=Sum(F("failed") + F("expired"))).values_list("topic", "n")
-    )
+        if latest.get(row["topic"]) != row["minute"]:
+            continue
+        snap = snapshot.setdefault(row["topic"], {"backlog": 0, "oldest": None, "backlog_group": None, "oldest_group": None,
+                                                  "most": -1})
+        backlog, oldest = row["deliverable"] or 0, row["oldest_deliverable_age_seconds"]
+        snap["backlog"] += backlog
+        if backlog > snap["most"]:
+            snap["most"], snap["backlog_group"] = backlog, row["group_name"]
+        if oldest is not None and (snap["oldest"] is None or oldest > snap["oldest"]):
+            snap["oldest"], snap["oldest_group"] = oldest, row["group_name"]
+    failed: dict[str, int] = {}
+    failed_group: dict[str, tuple[int, str]] = {}
+    for row in (StatsBucket.objects.filter(Q(failed__gt=0) | Q(expired__gt=0), minute__gte=since)
+                .values("topic", "group_name").annotate(n=Sum(F("failed") + F("expired"))).order_by("group_name")):
+        failed[row["topic"]] = failed.get(row["topic"], 0) + row["n"]
+        if row["n"] > failed_group.get(row["topic"], (0, ""))[0]:
+            failed_group[row["topic"]] = (row["n"], row["group_name"])
     age_limit = float(settings.MQ_ALARM_OLDEST_AGE_SECONDS)
-    found: list[tuple[Topic, str, float, float, str]] = []
+    found: list[Condition] = []
     for name, topic in sorted(topics.items()):
-        snap = snapshot.get(name)
-        if snap is not None and topic.backlog_alarm_threshold is not None and snap["backlog"] > topic.backlog_alarm_threshold:
-            found.append((topic, Alarm.Kind.BACKLOG, float(snap["backlog"]), float(topic.backlog_alarm_threshold),
-                          f"{int(snap['backlog'])} deliverable messages wait (threshold {topic.backlog_alarm_threshold})."))
-        if snap is not None and snap["oldest"] is not None and snap["oldest"] > age_limit:
-            found.append((topic, Alarm.Kind.OLDEST_AGE, float(snap["oldest"]), age_limit,
-                          f"The oldest deliverable message has waited {int(snap['oldest'])} s (limit {int(age_limit)} s)."))
+        snap_now = snapshot.get(name)
+        if snap_now is not None and topic.backlog_alarm_threshold is not None and snap_now["backlog"] > topic.backlog_alarm_threshold:
+            found.append((topic, Alarm.Kind.BACKLOG, float(snap_now["backlog"]), float(topic.backlog_alarm_threshold),
+                          f"{int(snap_now['backlog'])} deliverable messages wait (threshold {topic.backlog_alarm_threshold}).",
+                          snap_now["backlog_group"]))
+        if snap_now is not None and snap_now["oldest"] is not None and snap_now["oldest"] > age_limit:
+            found.append((topic, Alarm.Kind.OLDEST_AGE, float(snap_now["oldest"]), age_limit,
+                          f"The oldest deliverable message has waited {int(snap_now['oldest'])} s (limit {int(age_limit)} s).",
+                          snap_now["oldest_group"]))
         if failed.get(name):
             found.append((topic, Alarm.Kind.DEAD_LETTERS, float(failed[name]), 0.0,
-                          f"{failed[name]} messages became dead letters since {since:%Y-%m-%d %H:%M} UTC."))
+                          f"{failed[name]} messages became dead letters since {since:%Y-%m-%d %H:%M} UTC.",
+                          failed_group[name][1]))
     return found
 
 
 def _alarm_claim(
-    *, topic: Topic, kind: str, start: datetime, value: float, threshold: float, text: str, now: datetime
+    *, topic: Topic, kind: str, start: datetime, value: float, threshold: float, text: str, now: datetime,
+    group: str | None = None,
 ) -> Alarm | None:
     recipients = [str(a) for a in (topic.alarm_emails or []) if str(a).strip()]
     try:
         with transaction.atomic():
             return Alarm.objects.create(
-                topic=topic.name, biz_id=topic.biz_id, kind=kind, period_start=start, value=value, threshold=threshold,
-                message=text, recipients=recipients, created_at=now,
+                topic=topic.name, group_name=group or "", biz_id=topic.biz_id, kind=kind, period_start=start, value=value,
+                threshold=threshold, message=text, recipients=recipients, created_at=now,
             )
     except IntegrityError:
         return None

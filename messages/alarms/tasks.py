@@ -20,4 +20,4 @@ def alarms_task() -> dict[str, Any]:
 # a run lasts one post's deadline at most.
 @shared_task(name="messages.alarms.webhook", ignore_result=True, soft_time_limit=120, time_limit=150)
 def alarm_webhooks_task() -> dict[str, Any]:
-    return alarm_webhooks_deliver()
+    return maintenance_run(job="webhooks", work=alarm_webhooks_deliver)

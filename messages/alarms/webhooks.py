@@ -16,6 +16,9 @@ same job sends it, never a thread that serves HTTP requests.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -25,7 +28,9 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Window
 from django.db.models.functions import RowNumber
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 
 from messages.alarms.models import Alarm
 from mqcenter.celery import app as celery_app
@@ -55,6 +60,7 @@ class AlarmNotice:
     """What a webhook post says: an alarm, or a test sent from the console (alarm_id None)."""
 
     topic: str
+    group: str | None
     kind: str
     message: str
     value: float
@@ -66,6 +72,7 @@ class AlarmNotice:
     def of(cls, alarm: Alarm) -> AlarmNotice:
         return cls(
             topic=alarm.topic,
+            group=alarm.group_name or None,
             kind=alarm.kind,
             message=alarm.message,
             value=alarm.value,
@@ -75,9 +82,40 @@ class AlarmNotice:
         )
 
 
+def webhook_console_url(notice: AlarmNotice) -> str | None:
+    """The console page that shows the alarm's problem, under MQ_ADVERTISED_URL (None when
+    that is not set): the dead letters of the topic, the group's page, or the topic's."""
+    base = settings.MQ_ADVERTISED_URL.rstrip("/")
+    if not base:
+        return None
+    if notice.kind == Alarm.Kind.DEAD_LETTERS:
+        return f"{base}{reverse('console:dead_letters')}?{urlencode({'topic': notice.topic})}"
+    if notice.group:
+        return f"{base}{reverse('console:topic_group', args=[notice.topic, notice.group])}"
+    return f"{base}{reverse('console:topic', args=[notice.topic])}"
+
+
+def webhook_signature(*, secret: str, timestamp: int, body: bytes) -> str:
+    """The X-MQ-Signature header: `v1=` and the hex HMAC-SHA256, under the target's secret,
+    of the timestamp, a dot and the exact body bytes (docs/alarms.md shows how to check it)."""
+    mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256)
+    return f"v1={mac.hexdigest()}"
+
+
+def webhook_signed(*, secret: str | None, body: dict[str, Any], now: datetime) -> tuple[bytes, dict[str, str]]:
+    """The body's bytes as posted and its signature headers (none without a secret)."""
+    content = json.dumps(body, ensure_ascii=False).encode()
+    if not secret:
+        return content, {}
+    timestamp = int(now.timestamp())
+    return content, {"X-MQ-Timestamp": str(timestamp),
+                     "X-MQ-Signature": webhook_signature(secret=secret, timestamp=timestamp, body=content)}
+
+
 def webhook_body(*, fmt: str, notice: AlarmNotice) -> dict[str, Any]:
     """The JSON posted to a target of format `fmt`."""
     test = notice.alarm_id is None
+    link = webhook_console_url(notice)
     if fmt == "generic":
         return {
             "source": "mqcenter",
@@ -85,6 +123,8 @@ def webhook_body(*, fmt: str, notice: AlarmNotice) -> dict[str, Any]:
             "alarm": {
                 "id": notice.alarm_id,
                 "topic": notice.topic,
+                "group": notice.group,
+                "console_url": link,
                 "kind": notice.kind,
                 "value": notice.value,
                 "threshold": notice.threshold,
@@ -92,8 +132,9 @@ def webhook_body(*, fmt: str, notice: AlarmNotice) -> dict[str, Any]:
                 "raised_at": notice.raised_at.isoformat(),
             },
         }
-    title = f"[MQ Center] {KIND_LABELS.get(notice.kind, notice.kind)} alarm on topic {notice.topic}"
-    text = f"{title}\n{notice.message}\nRaised at {notice.raised_at:%Y-%m-%d %H:%M:%S} UTC."
+    where = f"topic {notice.topic}" + (f", group {notice.group}" if notice.group else "")
+    title = f"[MQ Center] {KIND_LABELS.get(notice.kind, notice.kind)} alarm on {where}"
+    text = f"{title}\n{notice.message}\nRaised at {notice.raised_at:%Y-%m-%d %H:%M:%S} UTC." + (f"\n{link}" if link else "")
     if fmt == "slack":
         return {"text": text}
     # DingTalk and WeCom group bots take the same text message shape.
@@ -135,8 +176,13 @@ def alarm_webhooks_deliver(*, now: datetime | None = None) -> dict[str, int]:
     all at once. Records each outcome on its alarm row. Call outside a transaction."""
     now = now or timezone.now()
     taken = _due_taken(now)
-    calls = [Call(url, webhook_body(fmt=state["format"], notice=AlarmNotice.of(alarm)), biz=biz)
-             for alarm, url, state, biz in taken]
+    keys = _secrets({alarm.topic for alarm, *_ in taken})
+    calls = []
+    for alarm, url, state, biz in taken:
+        content, headers = webhook_signed(secret=keys.get((alarm.topic, url)),
+                                          body=webhook_body(fmt=state["format"], notice=AlarmNotice.of(alarm)),
+                                          now=timezone.now())
+        calls.append(Call(url, content, biz=biz, headers=headers))
     answers = post_many(
         calls, allowed=allow_list("MQ_ALARM_WEBHOOK_HOSTS"), deadline=settings.MQ_ALARM_WEBHOOK_TIMEOUT_SECONDS,
         user_agent=USER_AGENT, per_group=settings.MQ_OUTBOUND_PER_BIZ, overall=settings.MQ_OUTBOUND_CONCURRENCY,
@@ -162,6 +208,16 @@ def alarm_webhooks_deliver(*, now: datetime | None = None) -> dict[str, int]:
     for alarm_id in {alarm.pk for alarm, *_ in taken}:
         _record(alarm_id, outcomes.get(alarm_id, {}))
     return counts
+
+
+def _secrets(topics: set[str]) -> dict[tuple[str, str], str]:
+    """The signing secret of each (topic, webhook URL) as the topic has it now."""
+    found: dict[tuple[str, str], str] = {}
+    for name, hooks in Topic.objects.filter(name__in=topics).values_list("name", "alarm_webhooks"):
+        for hook in hooks or []:
+            if hook.get("secret"):
+                found[(name, hook["url"])] = hook["secret"]
+    return found
 
 
 def _refused(url: str, alarm: Alarm) -> bool:

@@ -42,6 +42,10 @@ class MessageArchive(models.Model):
     # A database default too: rows written by other tools (bulk loads, SQL) need not name it.
     priority = models.SmallIntegerField(default=DEFAULT_PRIORITY, db_default=DEFAULT_PRIORITY)
     expires_at = models.DateTimeField(null=True, blank=True)
+    copied_at = models.DateTimeField(null=True, blank=True)
+    tag = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 - mirrors mq_message
+    batch_id = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 - mirrors mq_message
+    dedup_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "mq_message_archive"

@@ -51,8 +51,9 @@ def archive_messages_redrive(
     if ids is None and len(rows.order_by().values_list("id", flat=True)[: limit + 1]) > limit:
         assert filter is not None
         return {"job": _job_create(principal, filter).id}
+    chosen = {"selected": len(ids)} if ids is not None else {"filter": filter.as_json() if filter else {}}
     copies, skipped = _redrive_batch(
-        principal, list(rows.order_by("id").values(*COPIED_FIELDS, "topic", "group_name"))
+        principal, list(rows.order_by("id").values(*COPIED_FIELDS, "topic", "group_name")), chosen=chosen
     )
     if ids is not None:
         found = {c["replay_of"] for c in copies} | {s["id"] for s in skipped}
@@ -66,9 +67,12 @@ def _redrive_batch(
     *,
     job_id: int | None = None,
     cursor: int | None = None,
+    chosen: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, int]], list[dict[str, Any]]]:
     """Copy `rows` (archived values) into the live table in one transaction; with `job_id`,
-    the job's cursor and progress move in it too."""
+    the job's cursor and progress move in it too. A request's redrive writes one audit row
+    with what was chosen (the filter, or how many ids) and the count, never every id (each
+    copy's trace names its source); a job's batches write none (its creation is audited)."""
     now = timezone.now()
     news, sources, skipped = [], [], []
     missing: dict[tuple[str, str], str | None] = {}  # why a (topic, group) takes no copies
@@ -80,7 +84,7 @@ def _redrive_batch(
         if topic is None or missing[pair] is not None:
             skipped.append({"id": row["id"], "reason": missing[pair]})
             continue
-        news.append(archived_copy(row, topic=topic, group=row["group_name"], actor=principal.name))
+        news.append(archived_copy(row, topic=topic, group=row["group_name"], actor=principal.name, now=now))
         sources.append(row)
     with transaction.atomic():
         new_ids = insert_values(Message, news, return_ids=True)
@@ -116,12 +120,12 @@ def _redrive_batch(
             {"id": new_id, "replay_of": row["id"]}
             for new_id, row in zip(new_ids, sources, strict=True)
         ]
-        if copies:
+        if copies and job_id is None:
             audit_record(
                 actor=principal.name,
                 action="archive.redrive",
                 target="MessageArchive",
-                after={"copies": copies[:1000], "count": len(copies)},
+                after={**(chosen or {}), "count": len(copies)},
             )
         if job_id is not None:
             BulkJob.objects.filter(id=job_id).update(

@@ -21,6 +21,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from messages.archive.models import ArchiveExport, MessageArchive
+from messages.batches.services import batches_purge
 from messages.delivery.sql import first_id_added_since
 from messages.maintenance.models import MaintenanceRun
 from messages.models import FINISHED_STATUSES, Message, MessageTrace, TraceEvent
@@ -45,8 +46,9 @@ def maintenance_cleanup(*, now: datetime | None = None) -> dict[str, Any]:
     purged = archive_purge(now=now)
     pruned = registry_prune(now=now)
     topics_purged = topic_purges_resume()
+    batches = batches_purge(now=now)
     return {"archived": archived, "exported": exported, "purged": purged, "pruned": pruned,
-            "topic_purges": topics_purged}
+            "topic_purges": topics_purged, "batches_purged": batches}
 
 
 # --- archiving ---------------------------------------------------------------------------
@@ -287,6 +289,7 @@ def _message_schema():  # type: ignore[no-untyped-def]
         # last delivery's "pulled" event (no trace row holds them).
         ("producer", pa.string()),
         ("pulled_at", ts), ("pulled_rank", pa.int32()), ("pulled_total", pa.int32()),
+        ("copied_at", ts),
     ])
 
 

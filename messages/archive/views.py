@@ -19,6 +19,7 @@ from messages.archive import selectors
 from messages.archive.redrive import archive_messages_redrive
 from messages.delivery import validation
 from messages.filters import ArchiveFilter
+from messages.trace_display import trace_for_console
 from messages.views import (
     FILTER_FIELDS,
     STATUS_CHOICES,
@@ -73,7 +74,7 @@ def archive_detail(request: HttpRequest, message_id: int) -> HttpResponse:
     message = selectors.archive_get(principal=request.console.principal, message_id=message_id)
     context = {
         "m": message,
-        "trace": message_selectors.message_trace(message),
+        "trace": trace_for_console(message, message_selectors.message_trace(message)),
         "data_pretty": pretty_json(message.data),
         "headers_pretty": json.dumps(message.headers, indent=2, ensure_ascii=False)
         if message.headers

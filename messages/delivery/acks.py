@@ -7,14 +7,15 @@ the holder changes a message; anything else is answered `stale` and only traced.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
-from messages.delivery import lifecycle, sql
+from messages.batches.progress import batch_wakes, batches_finished
+from messages.delivery import lifecycle, sql, sql_many
 from messages.delivery.trace import TraceRow, trace_row, trace_write
 from messages.models import Message, MessageTrace, Status, TraceEvent
 from messages.stats.live import live_moved
@@ -27,7 +28,8 @@ from topics.models import Topic
 
 MAX_EXTEND_SECONDS = 12 * 3600
 # What an ack reads of a message (under its row lock).
-ACK_FIELDS = ("id", "topic", "group_name", "status", "lease_owner", "attempt", "retry_remaining", "effect_time")
+ACK_FIELDS = ("id", "topic", "group_name", "status", "lease_owner", "attempt", "retry_remaining", "effect_time",
+              "batch_id")
 
 OUTCOME_OF_EVENT = {
     TraceEvent.ACKED: "success",
@@ -45,6 +47,19 @@ class AckResult:
     delay_seconds: float | None = None  # RETRY: deliver again after this, no retry spent
 
 
+@dataclass
+class AckWork:
+    """Results applied inside a transaction, and what is left for after its commit."""
+
+    outcomes: list[dict[str, Any]]
+    messages: dict[int, Message] = field(default_factory=dict)
+    topics: dict[str, Topic] = field(default_factory=dict)
+    succeeded: dict[int, Message] = field(default_factory=dict)
+    failures: list[lifecycle.Failure] = field(default_factory=list)
+    snoozes: list[tuple[Message, float, str]] = field(default_factory=list)
+    clean: tuple[str, str, int] | None = None  # (topic, group, count) of a clean batch ack
+
+
 @retry_on_lock_conflict
 def messages_ack(*, principal: Principal, consumer: str, results: list[AckResult]) -> list[dict[str, Any]]:
     """Apply a consumer's results in one transaction; one outcome per result, in order.
@@ -55,51 +70,94 @@ def messages_ack(*, principal: Principal, consumer: str, results: list[AckResult
     the first outcome again: the message's last event is this consumer's ack.
     """
     now = timezone.now()
-    with sql.short_transaction():
-        # Not `data`: it may be 256 KiB a message.
-        messages = {m.id: m for m in sql.locked_by_id({r.id for r in results}, ACK_FIELDS)}
-        topics = topic_cache.get_many({m.topic for m in messages.values()})
-        if principal.biz_ids is not None:  # another line's message answers as a missing one: stale
-            messages = {i: m for i, m in messages.items() if _reaches(principal, topics.get(m.topic))}
-        _require_consume(principal, messages.values(), results, topics)
-        outcomes: list[dict[str, Any]] = []
-        succeeded: dict[int, Message] = {}
-        logs: dict[int, str] = {}
-        failures: list[lifecycle.Failure] = []
-        snoozes: list[tuple[Message, float, str]] = []
-        traces: list[TraceRow] = []
-        for result in results:
-            message = messages.get(result.id)
-            if message is None:
-                outcomes.append({"id": result.id, "outcome": "stale"})
-            elif message.status != Status.RUNNING or message.lease_owner != consumer:
-                outcomes.append(_repeat_or_stale(message, consumer, result, traces, now))
-            elif result.status == Status.SUCCESS:
-                succeeded[message.id], logs[message.id] = message, result.log
-                outcomes.append({"id": message.id, "outcome": "success"})
-            elif result.status == "RETRY":
-                snoozes.append((message, result.delay_seconds or 0.0, result.log))
-                outcomes.append({"id": message.id})  # filled in below
-            else:
-                failures.append(lifecycle.Failure(message, topics.get(message.topic), consumer, result.log,
-                                                  result.retry))
-                outcomes.append({"id": message.id})  # filled in below
-        traces += lifecycle.succeed(list(succeeded.values()), consumer=consumer, logs=logs, now=now)
-        traces += lifecycle.fail(failures, expired=False, now=now)
-        traces += lifecycle.snooze(snoozes, consumer=consumer, now=now)
-        trace_write(traces)
-    again = [*(f.message for f in failures), *(m for m, _, _ in snoozes)]
+    with batch_wakes(), sql.short_transaction():  # a completed batch's callback wakes after the commit
+        work = acks_apply(principal=principal, consumer=consumer, results=results, now=now)
+    return acks_committed(work)
+
+
+def acks_apply(*, principal: Principal, consumer: str, results: list[AckResult], now: datetime) -> AckWork:
+    """`messages_ack`'s changes, inside the caller's transaction; `acks_committed` after it."""
+    # Not `data`: it may be 256 KiB a message.
+    messages = {m.id: m for m in sql.locked_by_id({r.id for r in results}, ACK_FIELDS)}
+    topics = topic_cache.get_many({m.topic for m in messages.values()})
+    if principal.biz_ids is not None:  # another line's message answers as a missing one: stale
+        messages = {i: m for i, m in messages.items() if _reaches(principal, topics.get(m.topic))}
+    _require_consume(principal, messages.values(), results, topics)
+    work = AckWork([], messages, topics)
+    logs: dict[int, str] = {}
+    traces: list[TraceRow] = []
+    for result in results:
+        message = messages.get(result.id)
+        if message is None:
+            work.outcomes.append({"id": result.id, "outcome": "stale"})
+        elif message.status != Status.RUNNING or message.lease_owner != consumer:
+            work.outcomes.append(_repeat_or_stale(message, consumer, result, traces, now))
+        elif result.status == Status.SUCCESS:
+            work.succeeded[message.id], logs[message.id] = message, result.log
+            work.outcomes.append({"id": message.id, "outcome": "success"})
+        elif result.status == "RETRY":
+            work.snoozes.append((message, result.delay_seconds or 0.0, result.log))
+            work.outcomes.append({"id": message.id})  # filled in below
+        else:
+            work.failures.append(lifecycle.Failure(message, topics.get(message.topic), consumer, result.log,
+                                                   result.retry))
+            work.outcomes.append({"id": message.id})  # filled in below
+    traces += lifecycle.succeed(list(work.succeeded.values()), consumer=consumer, logs=logs, now=now)
+    traces += lifecycle.fail(work.failures, expired=False, now=now)
+    batches_finished([*work.succeeded.values(), *(f.message for f in work.failures)], now=now)
+    traces += lifecycle.snooze(work.snoozes, consumer=consumer, now=now)
+    trace_write(traces)
+    return work
+
+
+def acks_carried(
+    *, principal: Principal, topic: str, group: str, consumer: str, results: list[AckResult], now: datetime
+) -> AckWork:
+    """The results a pull of (`topic`, `group`) carries, applied inside its claim's
+    transaction (one commit for both); `acks_committed` after it.
+
+    A steady consumer's acks are all clean (SUCCESS, no log, of messages of the group it
+    pulls and still holds): then one guarded UPDATE and one INSERT ... SELECT of their trace
+    rows, nothing read first (`sql_many.succeed_held`). Only when the count of rows changed
+    disagrees, or a result is not a clean success, do the others take `acks_apply`'s path,
+    row by row under their locks.
+    """
+    clean = [r.id for r in results if r.status == Status.SUCCESS and not r.log]
+    done: set[int] = set()
+    if clean:
+        unique = set(clean)
+        changed = sql_many.succeed_held(sorted(unique), topic=topic, group=group, owner=consumer, now=now)
+        done = unique if changed == len(unique) else sql_many.succeeded_now(sorted(unique), owner=consumer, now=now)
+    rest = [r for r in results if r.id not in done]
+    work = acks_apply(principal=principal, consumer=consumer, results=rest, now=now) if rest else AckWork([])
+    if not done:
+        return work
+    work.clean = (topic, group, len(done))
+    others = iter(work.outcomes)  # in the order of `rest`
+    work.outcomes = [{"id": r.id, "outcome": "success"} if r.id in done else next(others) for r in results]
+    return work
+
+
+def acks_committed(work: AckWork) -> list[dict[str, Any]]:
+    """After the commit of `acks_apply` / `acks_carried`: wake-ups, live counters, metrics;
+    answers the outcomes."""
+    again = [*(f.message for f in work.failures), *(m for m, _, _ in work.snoozes)]
     lifecycle.wake_after_commit(again)  # committed, or at the caller's commit
-    live_moved([*((m.topic, m.group_name, Status.RUNNING, Status.SUCCESS) for m in succeeded.values()),
-                *((f.message.topic, f.message.group_name, Status.RUNNING, f.message.status) for f in failures),
-                *((m.topic, m.group_name, Status.RUNNING, Status.NEW) for m, _, _ in snoozes)])
-    lifecycle.wake_freed_slots([*succeeded.values(), *again], topics)
-    for outcome in outcomes:
+    moved = [*((m.topic, m.group_name, Status.RUNNING, Status.SUCCESS) for m in work.succeeded.values()),
+             *((f.message.topic, f.message.group_name, Status.RUNNING, f.message.status) for f in work.failures),
+             *((m.topic, m.group_name, Status.RUNNING, Status.NEW) for m, _, _ in work.snoozes)]
+    if work.clean is not None:
+        topic, group, count = work.clean
+        moved += [(topic, group, Status.RUNNING, Status.SUCCESS)] * count
+        lifecycle.wake_freed_group(topic, group)
+    live_moved(moved)
+    lifecycle.wake_freed_slots([*work.succeeded.values(), *again], work.topics)
+    for outcome in work.outcomes:
         if "outcome" not in outcome:
-            outcome.update(_fail_outcome(messages[outcome["id"]]))
-    for name, count in Counter(o["outcome"] for o in outcomes).items():
+            outcome.update(_fail_outcome(work.messages[outcome["id"]]))
+    for name, count in Counter(o["outcome"] for o in work.outcomes).items():
         metrics.acked.labels(name).inc(count)
-    return outcomes
+    return work.outcomes
 
 
 def _fail_outcome(message: Message) -> dict[str, Any]:
@@ -186,20 +244,6 @@ def messages_extend(
         {"id": i, "lease_expires_at": expires} if i in held_ids else {"id": i, "outcome": "stale"}
         for i in ids
     ]
-
-
-def acks_before_pull(
-    *, principal: Principal, topic: str, consumer: str, results: list[AckResult] | None
-) -> list[dict[str, Any]] | None:
-    """Apply the results a pull carries (an extension of API.md), before it claims; None when
-    it carries none. A busy consumer's acks then ride on its next pull instead of a request
-    of their own: a draining SDK consumer then makes ~1.6 requests per 100 messages instead
-    of ~3, and a request costs the broker ~1 ms of CPU before its own work. The pull's scope
-    is checked first, so a pull that will be refused acks nothing."""
-    if not results:
-        return None
-    principal.require("consume", topic)
-    return messages_ack(principal=principal, consumer=consumer, results=results)
 
 
 @retry_on_lock_conflict

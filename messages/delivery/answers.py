@@ -20,13 +20,17 @@ def message_delivery(message: Message) -> dict[str, Any]:
 
 def _delivery(message: Message, data: Any, time: Callable[[datetime | None], Any]) -> dict[str, Any]:
     """The delivery fields, with `data` given and each time passed through `time`."""
+    headers = message.headers or {}
     return {
         "id": message.id,
         "topic": message.topic,
         "group": message.group_name,
         "data": data,
         "key": message.key,
-        "headers": message.headers or {},
+        "tag": message.tag,
+        "headers": headers,
+        "reply_to": headers.get("mq-reply-to"),
+        "correlation_id": headers.get("mq-correlation-id"),
         "attempt": message.attempt,
         "retry_remaining": message.retry_remaining,
         "timeout_seconds": message.timeout_seconds,

@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from messages import selectors
-from messages.delivery import acks, pull, validation
+from messages.delivery import acks, pull, pull_many, validation
 from messages.delivery.answers import pull_answer
 from messages.delivery.serializers import (
     AckRequestSerializer,
@@ -44,7 +44,7 @@ class MessagesView(APIView):
         operation_id="messages_search",
         parameters=[
             OpenApiParameter(name, str, required=False)
-            for name in ("topic", "group", "status", "key", "id", "priority", "added_after", "added_before", "text", "cursor")
+            for name in ("topic", "group", "status", "key", "tag", "id", "priority", "added_after", "added_before", "text", "cursor")
         ]
         + [OpenApiParameter("limit", int, required=False)],
         responses={200: MessagePageSerializer, **ERRORS},
@@ -81,22 +81,30 @@ class PullView(APIView):
     )
     def post(self, request: Request) -> HttpResponse:
         args = validation.pull_request(request.data)
-        outcomes = acks.acks_before_pull(
-            principal=request.user, topic=args["topic"], consumer=args["consumer"], results=args.pop("results")
-        )
+        results = args.pop("results")
         wait = args.pop("wait_seconds")
         # The long-poll layer's state: absent without it (the pull answers after one claim).
         longpoll: LongPollState | None = request.META.get("asgi.scope", {}).get(SCOPE_KEY)
         remaining = min(wait, longpoll.remaining) if longpoll is not None else 0.0
 
         def attempt(remaining: float) -> tuple[list[Any], float | None]:
-            return pull.messages_pull(principal=request.user, wait_remaining=remaining, **args)
+            messages, park, _ = pull.messages_pull(principal=request.user, wait_remaining=remaining, **args)
+            return messages, park
 
-        messages, park = attempt(remaining)
+        # The first attempt applies the acks the pull carries, in its claim's transaction.
+        messages, park, outcomes = pull.messages_pull(principal=request.user, wait_remaining=remaining,
+                                                      results=results, **args)
         if park is not None and longpoll is not None:
-            longpoll.park = (park, ParkedPull(attempt, lambda claimed: pull_answer(claimed, outcomes)))
+            spec = pull_many.PullSpec(request.user, args["topic"], args["group"], args["consumer"], args["max_messages"])
+            longpoll.park = (park, ParkedPull(attempt, lambda claimed: pull_answer(claimed, outcomes),
+                                              (args["topic"], args["group"]), spec, _claim_many))
             return HttpResponse(status=204)
         return HttpResponse(pull_answer(messages, outcomes), content_type="application/json")
+
+
+def _claim_many(specs: list[Any], remaining: list[float]) -> list[tuple[list[Any], float | None] | None]:
+    return [None if attempt is None else (attempt.messages, attempt.wait)
+            for attempt in pull_many.messages_pull_many(specs, remaining)]
 
 
 class AckView(APIView):

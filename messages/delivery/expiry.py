@@ -13,9 +13,11 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from messages.batches.progress import batches_finished
 from messages.delivery import sql
 from messages.delivery.trace import trace_row, trace_write
 from messages.models import Message, Status, TraceEvent
+from messages.stats.live import live_moved
 from mqcenter.core import metrics
 
 EXPIRED_LOG = "expired: not delivered before its expires_at"
@@ -57,7 +59,9 @@ def expire(ids: list[int], *, now: datetime, actor: str) -> int:
         )  # type: ignore[union-attr]
         for m in rows
     )
+    batches_finished(rows, now=now)
     metrics.expired.inc(len(rows))
+    live_moved((m.topic, m.group_name, Status.NEW, Status.EXPIRED) for m in rows)
     return len(rows)
 
 

@@ -26,7 +26,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from messages.delivery import sql
+from messages.batches.progress import batches_finished
+from messages.delivery import sql, sql_many
 from messages.delivery.retry import retry_delay_seconds
 from messages.delivery.trace import LOG_LIMIT, TraceRow, row_pulls_write, trace_row, trace_write
 from messages.models import Message, Status, TraceEvent
@@ -34,6 +35,7 @@ from messages.stats.live import live_moved
 from mqcenter.core import metrics
 from mqcenter.core.db import retry_on_lock_conflict
 from registry.wakeups import wakeup_hub
+from topics.cache import topic_cache
 from topics.models import Topic
 
 
@@ -74,6 +76,33 @@ def lease(
             row.pulled_rank, row.pulled_total = rank
         leased.extend(kept)
     return sorted(leased, key=lambda m: m.id)
+
+
+def lease_many(
+    assignments: list[tuple[list[Message], str, tuple[int | None, int | None]]], *, now: datetime
+) -> list[list[Message]]:
+    """`lease` for several consumers at once, each (rows, consumer, rank) its own rows
+    (locked by the caller): on MySQL/MariaDB one UPDATE for all of them. Returns each
+    consumer's leased rows, in the order given."""
+    if not sql.is_mysql():
+        return [lease(rows, consumer=consumer, rank=rank, now=now) for rows, consumer, rank in assignments]
+    leases = [(row.id, consumer, rank, lease_expiry(row.timeout_seconds, now))
+              for rows, consumer, rank in assignments for row in rows]
+    dropped: set[int] = set()
+    if sql_many.lease_many(leases, now) != len(leases):
+        held = dict(Message.objects.filter(id__in=[i for i, _, _, _ in leases], status=Status.RUNNING, pulled_at=now)
+                    .values_list("id", "lease_owner"))
+        dropped = {i for i, owner, _, _ in leases if held.get(i) != owner}
+    kept = [[row for row in rows if row.id not in dropped] for rows, _, _ in assignments]
+    row_pulls_write(row for rows in kept for row in rows)  # the pulls of earlier deliveries these rows still hold
+    expiry = {i: expires for i, _, _, expires in leases}
+    for rows, (_, consumer, rank) in zip(kept, assignments, strict=True):
+        for row in rows:
+            row.status, row.lease_owner, row.lease_expires_at = Status.RUNNING, consumer, expiry[row.id]
+            row.attempt += 1
+            row.update_time = row.pulled_at = now
+            row.pulled_rank, row.pulled_total = rank
+    return kept
 
 
 def succeed(messages: list[Message], *, consumer: str, logs: dict[int, str], now: datetime) -> list[TraceRow]:
@@ -196,6 +225,14 @@ def wake_freed_slots(messages: Iterable[Message], topics: dict[str, Topic]) -> N
         transaction.on_commit(lambda: wakeup_hub().publish(pairs))
 
 
+def wake_freed_group(topic: str, group: str) -> None:
+    """`wake_freed_slots` for messages of one (topic, group) that stopped running."""
+    topic_row = topic_cache.get(topic)
+    group_row = topic_row.group_rows.get(group) if topic_row is not None else None  # type: ignore[attr-defined]
+    if group_row is not None and group_row.max_in_flight is not None:
+        transaction.on_commit(lambda: wakeup_hub().publish({(topic, group)}))
+
+
 @retry_on_lock_conflict
 def leases_recover(*, limit: int = 500) -> int:
     """Take back messages whose lease expired (see `fail`). Bounded and idempotent; SKIP
@@ -215,13 +252,15 @@ def leases_recover(*, limit: int = 500) -> int:
         expired = list(
             Message.objects.select_for_update(skip_locked=True)
             .filter(id__in=ids, status=Status.RUNNING, lease_expires_at__lt=now)
-            .only("id", "topic", "group_name", "status", "retry_remaining", "attempt", "lease_owner", "last_log")
+            .only("id", "topic", "group_name", "status", "retry_remaining", "attempt", "lease_owner", "last_log",
+                  "batch_id")
             .order_by("id")
         )
         if not expired:
             return 0
         topics = {t.name: t for t in Topic.objects.filter(name__in={m.topic for m in expired})}
         trace_write(fail([Failure(m, topics.get(m.topic), "broker", "") for m in expired], expired=True, now=now))
+        batches_finished(expired, now=now)
         wake_after_commit(expired)
         live_moved((m.topic, m.group_name, Status.RUNNING, m.status) for m in expired)
     metrics.leases_expired.inc(len(expired))

@@ -8,23 +8,27 @@ import secrets
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from itertools import repeat
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from messages.dedup import dedup_refuse, dedup_windows_passed
 from messages.delivery import sql
-from messages.delivery.sql import insert_statements, insert_values
+from messages.delivery.sql import NewMessage, insert_statements, insert_values
 from messages.models import DEFAULT_PRIORITY, Message, Status
+from messages.overflow import backlog_make_room
+from messages.routing.filters import Subscription, copies_for, skipped_record, subscriptions_read
 from messages.stats.live import live_moved
 from mqcenter.core import metrics
 from mqcenter.core.auth import Principal
 from mqcenter.core.db import retry_on_lock_conflict
-from mqcenter.core.errors import BacklogFull, Forbidden, InvalidRequest
+from mqcenter.core.errors import Forbidden, InvalidRequest
 from registry.wakeups import wakeup_hub
 from topics.cache import topic_cache
-from topics.locks import lock_topic, subscribed_groups
+from topics.locks import lock_topic
 from topics.models import Topic
 from topics.services import DEFAULT_GROUP, groups_address, topics_for_produce
 
@@ -56,6 +60,10 @@ class ProduceItem:
     priority: int = DEFAULT_PRIORITY
     ttl_seconds: float | None = None  # or expires_at: not delivered by then, EXPIRED
     expires_at: datetime | None = None
+    tag: str | None = None  # what subscription filters select on (messages/routing/)
+    batch_id: str | None = None  # set by a batch's produce (messages/batches/)
+    dedup_seconds: int | None = None  # the key is unique this long, then free (messages/dedup.py)
+    dedup_conflict: str = "first"  # or "reject": a duplicate answers 409
 
 
 @dataclass(slots=True)  # not frozen, as ProduceItem
@@ -65,39 +73,21 @@ class ProduceResult:
     group: str
     status: str
     duplicate: bool
+    # The produce item this is a copy of (its index), answered when publishes of the call
+    # went to a topic with filtered groups: their copy counts then differ item by item.
+    item: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        answer = {
             "id": self.id,
             "topic": self.topic,
             "group": self.group,
             "status": self.status,
             "duplicate": self.duplicate,
         }
-
-
-class NewMessage(NamedTuple):
-    """A message row to insert: each field names a column of `Message` (`sql.insert_values`);
-    the columns left out are NULL."""
-
-    topic: str
-    group_name: str
-    data: str
-    key: str | None
-    headers: dict[str, str]
-    status: str
-    effect_time: datetime
-    retry_remaining: int
-    attempt: int
-    timeout_seconds: int
-    dedup_key: str | None
-    last_log: str
-    add_time: datetime
-    update_time: datetime
-    producer: str
-    publish_id: int | None
-    priority: int = DEFAULT_PRIORITY
-    expires_at: datetime | None = None
+        if self.item is not None:
+            answer["item"] = self.item
+        return answer
 
 
 @retry_on_lock_conflict
@@ -106,7 +96,8 @@ def messages_produce(*, principal: Principal, items: list[ProduceItem]) -> list[
     item without one (a publish) once for every group subscribed to its topic.
 
     Returns only after the commit, so a 201 means the messages are durable. A batch that
-    would put a group over its topic's `max_backlog` raises BacklogFull and stores nothing.
+    would put a group over its topic's `max_backlog` raises BacklogFull and stores nothing,
+    or makes room by the topic's overflow policy (messages/overflow.py).
     A repeated
     `dedup_key` within (topic, group) returns the stored message with duplicate=True and
     stores nothing. Waiting pulls are woken after the commit, never before.
@@ -153,6 +144,7 @@ def _produce(principal: Principal, items: list[ProduceItem], names: set[str]) ->
         not published
         and insert_statements(len(items), return_ids=True) == 1
         and not connection.in_atomic_block
+        and all(topic.max_backlog is None for topic in topics.values())  # a cap locks in a transaction
     )
     for attempt in range(DEDUP_RACE_RETRIES + 1):
         try:
@@ -166,8 +158,8 @@ def _produce(principal: Principal, items: list[ProduceItem], names: set[str]) ->
                 continue
             raise
         for name, copies_to in subscribed.items():
-            if copies_to == [DEFAULT_GROUP]:  # the topic had no subscriber: `default` keeps them
-                groups_address(topic=topics[name], names=copies_to, required=False)
+            if copies_to == _NO_SUBSCRIBER:  # the topic had no subscriber: `default` keeps them
+                groups_address(topic=topics[name], names=[DEFAULT_GROUP], required=False)
         # Wake hints only after the commit: no pull may look before the rows are there.
         if connection.in_atomic_block:
             transaction.on_commit(lambda pairs=woken: wakeup_hub().publish(pairs))  # type: ignore[misc]
@@ -183,79 +175,81 @@ def _is_publish(item: ProduceItem) -> bool:
     return item.group is None or item.broadcast
 
 
-def _subscriptions(topic: Topic) -> list[str]:
-    """The groups a publish to `topic` is copied to, read under the topic's shared lock. A
-    topic nobody subscribed to keeps its messages in `default`, which that does not subscribe:
-    once a group subscribes, publishes go to the subscribers only."""
+_NO_SUBSCRIBER = [Subscription(None, DEFAULT_GROUP, None)]
+
+
+def _subscriptions(topic: Topic) -> list[Subscription]:
+    """The groups a publish to `topic` is copied to, with their filters, read under the
+    topic's shared lock. A topic nobody subscribed to keeps its messages in `default`, which
+    that does not subscribe: once a group subscribes, publishes go to the subscribers only."""
     lock_topic(topic.pk, share=True)
-    return subscribed_groups(topic.pk) or [DEFAULT_GROUP]
+    return subscriptions_read(topic.pk) or _NO_SUBSCRIBER
 
 
 def _store(
-    principal: Principal, items: list[ProduceItem], topics: dict[str, Topic], subscribed: dict[str, list[str]],
+    principal: Principal, items: list[ProduceItem], topics: dict[str, Topic], subscribed: dict[str, list[Subscription]],
     *, look_up_dedup: bool,
-) -> tuple[list[ProduceResult], set[tuple[str, str]]]:
+) -> tuple[list[ProduceResult], Counter[tuple[str, str]]]:
     """Insert the batch. No trace row: a message's "produced" event is its row (`producer`,
-    `add_time`). Returns the results and the (topic, group) pairs that got messages, to
-    wake pulls for. Without `look_up_dedup`, a dedup key already stored fails the insert
+    `add_time`). Returns the results and how many messages each (topic, group) got, to
+    wake that many waiting pulls. Without `look_up_dedup`, a dedup key already stored fails the insert
     (IntegrityError) instead of answering the duplicate."""
     now = timezone.now()
     producer = principal.name[:200]
     rows: list[NewMessage] = []
-    for item in items:
+    # A publish is copied to every subscribed group, or to those whose filter matches when
+    # its topic has filtered groups (then each copy names its item in the answer).
+    plain = {name: [s.name for s in subs] for name, subs in subscribed.items() if all(s.matches is None for s in subs)}
+    skipped: Counter[int] = Counter()
+    filtered = len(plain) < len(subscribed)
+    items_of: list[int] = []  # per row, only when filters chose copies: the item it copies
+    for index, item in enumerate(items):
         topic = topics[item.topic]
         if _is_publish(item):
             publish_id = secrets.randbits(63)
-            rows.extend(_message_row(item, topic, group, now, producer, publish_id) for group in subscribed[item.topic])
+            groups = plain.get(item.topic)
+            if groups is None:
+                groups = copies_for(subscribed[item.topic], item.tag, item.headers, skipped)
+            rows.extend(_message_row(item, topic, group, now, producer, publish_id) for group in groups)
+            if filtered:
+                items_of.extend([index] * len(groups))
         else:
             rows.append(_message_row(item, topic, item.group, now, producer, None))  # type: ignore[arg-type]
-    existing = _existing_by_dedup(rows) if look_up_dedup else {}
+            if filtered:
+                items_of.append(index)
+    existing = dedup_windows_passed(_existing_by_dedup(rows), now) if look_up_dedup else {}
+    repeated: list[tuple[str, str, int | None]] = []  # (topic, key, first id): for dedup_conflict
     fresh: list[NewMessage] = []  # the rows to insert
     # Per row, in order: the stored duplicate it repeats, or (index in `fresh`, duplicate?).
-    plan: list[ProduceResult | tuple[int, bool]] = []
+    plan: list[ProduceResult | tuple[int, bool, int | None]] = []
     first_in_batch: dict[tuple[str, str, str], int] = {}  # dedup key -> index in `fresh`
-    for row in rows:
+    for row, item_index in zip(rows, items_of if filtered else repeat(None), strict=False):  # repeat: endless
         if row.dedup_key is not None:
             dedup = (row.topic, row.group_name, row.dedup_key)
             if dedup in existing:
                 stored = existing[dedup]
-                plan.append(ProduceResult(stored.id, stored.topic, stored.group_name, stored.status, True))
+                plan.append(ProduceResult(stored.id, stored.topic, stored.group_name, stored.status, True, item_index))
+                repeated.append((row.topic, row.dedup_key, stored.id))
                 continue
             if dedup in first_in_batch:  # a later copy in this batch repeats the first
-                plan.append((first_in_batch[dedup], True))
+                plan.append((first_in_batch[dedup], True, item_index))
+                repeated.append((row.topic, row.dedup_key, None))
                 continue
             first_in_batch[dedup] = len(fresh)
-        plan.append((len(fresh), False))
+        plan.append((len(fresh), False, item_index))
         fresh.append(row)
 
-    _backlog_check(fresh, topics)
+    if repeated:
+        dedup_refuse(items, repeated)
+    backlog_make_room(fresh, topics, now=now)
     ids = insert_values(Message, fresh, return_ids=True)
+    skipped_record(skipped)
     results = [
         step if isinstance(step, ProduceResult)
-        else ProduceResult(ids[step[0]], fresh[step[0]].topic, fresh[step[0]].group_name, Status.NEW, step[1])
+        else ProduceResult(ids[step[0]], fresh[step[0]].topic, fresh[step[0]].group_name, Status.NEW, step[1], step[2])
         for step in plan
     ]
-    return results, {(r.topic, r.group_name) for r in fresh}
-
-
-def _backlog_check(rows: list[NewMessage], topics: dict[str, Topic]) -> None:
-    """Refuse the whole batch (BacklogFull, 429) if it would leave a group of a topic with a
-    `max_backlog` holding more NEW messages than that. Only such topics pay for it: one count
-    per (topic, group) of at most max_backlog + 1 index entries of `(topic, group_name,
-    status, ...)`, never the group's finished rows. Not a lock: concurrent produces may each
-    pass and overshoot the limit by their own batches."""
-    incoming = Counter((r.topic, r.group_name) for r in rows if topics[r.topic].max_backlog is not None)
-    for (topic, group), count in sorted(incoming.items()):
-        limit: int = topics[topic].max_backlog  # type: ignore[assignment]
-        backlog = Message.objects.filter(topic=topic, group_name=group, status=Status.NEW).values("id")[: limit + 1].count()
-        if backlog + count > limit:
-            retry_after = settings.MQ_BACKLOG_RETRY_AFTER_SECONDS
-            raise BacklogFull(
-                f"Group {group!r} of topic {topic!r} holds {backlog if backlog <= limit else f'over {limit}'} "
-                f"waiting messages; this produce would put it over its max_backlog of {limit}. Retry later.",
-                details={"topic": topic, "group": group, "max_backlog": limit, "backlog": min(backlog, limit + 1),
-                         "incoming": count, "retry_after": retry_after},
-            )
+    return results, Counter((r.topic, r.group_name) for r in fresh)
 
 
 def _count(results: list[ProduceResult]) -> None:
@@ -280,8 +274,19 @@ def _message_row(
         timeout_seconds=topic.timeout_seconds if item.timeout_seconds is None else item.timeout_seconds,
         dedup_key=item.dedup_key, last_log="", add_time=now, update_time=now, producer=producer,
         publish_id=publish_id, priority=item.priority,
-        expires_at=now + timedelta(seconds=item.ttl_seconds) if item.ttl_seconds else item.expires_at,
+        expires_at=_expires_at(item, topic, now, effect_time),
+        tag=item.tag, batch_id=item.batch_id,
+        dedup_until=now + timedelta(seconds=item.dedup_seconds) if item.dedup_seconds else None,
     )
+
+
+def _expires_at(item: ProduceItem, topic: Topic, now: datetime, effect_time: datetime) -> datetime | None:
+    """The item's own expiry, else its topic's default TTL counted from when it comes due."""
+    if item.ttl_seconds:
+        return now + timedelta(seconds=item.ttl_seconds)
+    if item.expires_at is not None or topic.default_ttl_seconds is None:
+        return item.expires_at
+    return effect_time + timedelta(seconds=topic.default_ttl_seconds)
 
 
 def _existing_by_dedup(rows: list[NewMessage]) -> dict[tuple[str, str, str], Message]:
@@ -294,7 +299,7 @@ def _existing_by_dedup(rows: list[NewMessage]) -> dict[tuple[str, str, str], Mes
         by_topic_group.setdefault((topic, group), []).append(dedup)  # type: ignore[arg-type]
     for (topic, group), keys in by_topic_group.items():
         for message in Message.objects.filter(topic=topic, group_name=group, dedup_key__in=keys).only(
-            "id", "topic", "group_name", "status", "dedup_key"
+            "id", "topic", "group_name", "status", "dedup_key", "dedup_until"
         ):
             found[(topic, group, message.dedup_key)] = message  # type: ignore[index]
     return found

@@ -21,6 +21,23 @@ class ProduceMessageSerializer(serializers.Serializer):
     retry_count = serializers.IntegerField(min_value=0, max_value=1000, required=False, allow_null=True)
     timeout_seconds = serializers.IntegerField(min_value=1, max_value=7 * 86400, required=False, allow_null=True)
     dedup_key = serializers.CharField(max_length=200, required=False, allow_null=True)
+    dedup_seconds = serializers.IntegerField(
+        min_value=1, max_value=30 * 86400, required=False, allow_null=True,
+        help_text="dedup_key is unique this long from the first produce, then free again.",
+    )
+    dedup_conflict = serializers.ChoiceField(
+        choices=["first", "reject"], required=False, allow_null=True,
+        help_text="first: a duplicate answers the first message (duplicate: true); reject: 409 duplicate.",
+    )
+    reply_to = serializers.RegexField(
+        NAME_PATTERN, max_length=200, required=False, allow_null=True,
+        help_text="The topic a reply goes to (headers mq-reply-to); a correlation_id is made up when none is given.",
+    )
+    correlation_id = serializers.CharField(max_length=128, required=False, allow_null=True)
+    tag = serializers.RegexField(
+        r"^[A-Za-z0-9_.:-]{1,64}$", required=False, allow_null=True,
+        help_text="What subscription filters select on: a publish is copied only to the groups whose filter matches.",
+    )
     broadcast = serializers.BooleanField(required=False, default=False)
     ttl_seconds = serializers.FloatField(
         min_value=0, required=False, allow_null=True, help_text="Not delivered within this: EXPIRED."
@@ -44,6 +61,13 @@ class ProducedSerializer(serializers.Serializer):
     group = serializers.CharField()
     status = serializers.CharField()
     duplicate = serializers.BooleanField()
+    correlation_id = serializers.CharField(
+        required=False, allow_null=True, help_text="Answered when the call named reply_to or correlation_id."
+    )
+    item = serializers.IntegerField(
+        required=False,
+        help_text="The request's item this is a copy of; answered when a topic of the call has filtered groups.",
+    )
 
 
 class ProduceResponseSerializer(serializers.Serializer):
@@ -55,7 +79,7 @@ class AckItemSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=["SUCCESS", "FAIL", "RETRY"])
     log = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=65536)
     delay_seconds = serializers.FloatField(
-        min_value=0, required=False,
+        min_value=0, required=False, allow_null=True,
         help_text="With status RETRY (required): deliver again after this many seconds, spending no retry "
         "(at most MQ_MAX_SNOOZE_SECONDS).",
     )
@@ -88,7 +112,10 @@ class DeliverySerializer(serializers.Serializer):
     group = serializers.CharField()
     data = serializers.JSONField()
     key = serializers.CharField(allow_null=True)
+    tag = serializers.CharField(allow_null=True)
     headers = serializers.DictField(child=serializers.CharField())
+    reply_to = serializers.CharField(allow_null=True)
+    correlation_id = serializers.CharField(allow_null=True)
     attempt = serializers.IntegerField()
     retry_remaining = serializers.IntegerField()
     timeout_seconds = serializers.IntegerField()

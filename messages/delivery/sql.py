@@ -18,9 +18,37 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import DateTimeField, Field, JSONField, Max, Min, Model
 from django.db.models.base import ModelState
 
-from messages.models import Message, Status
+from messages.models import DEFAULT_PRIORITY, Message, Status
 
 MESSAGE_COLUMNS = ", ".join(f"`{f.column}`" for f in Message._meta.concrete_fields)
+
+
+class NewMessage(NamedTuple):
+    """A message row to insert: each field names a column of `Message` (`insert_values`);
+    the columns left out are NULL."""
+
+    topic: str
+    group_name: str
+    data: str
+    key: str | None
+    headers: dict[str, str]
+    status: str
+    effect_time: datetime
+    retry_remaining: int
+    attempt: int
+    timeout_seconds: int
+    dedup_key: str | None
+    last_log: str
+    add_time: datetime
+    update_time: datetime
+    producer: str
+    publish_id: int | None
+    priority: int = DEFAULT_PRIORITY
+    expires_at: datetime | None = None
+    copied_at: datetime | None = None  # a copy's (replay, redrive, move): when it was made
+    tag: str | None = None
+    batch_id: str | None = None
+    dedup_until: datetime | None = None
 
 
 def is_mysql() -> bool:
@@ -111,16 +139,16 @@ def locked_by_id(ids: Iterable[int], attnames: Sequence[str]) -> list[Message]:
 
 
 def expirable_locked(ids: Iterable[int], now: datetime) -> list[Message]:
-    """Of these messages, the NEW ones past their expiry (id, attempt, status, expires_at),
+    """Of these messages, the NEW ones past their expiry (id, attempt, status, expires_at, batch_id),
     locked for the caller's transaction; rows another transaction holds are skipped. Plain
     SQL on MySQL/MariaDB: a claim's transaction there is not Django's `atomic`."""
     ids = list(ids)
     if not ids:
         return []
-    attnames = ("id", "attempt", "status", "expires_at")
+    attnames = ("id", "attempt", "status", "expires_at", "batch_id")
     if is_mysql():
         return _messages(
-            f"SELECT id, attempt, status, expires_at FROM mq_message WHERE id IN ({_id_list(ids)}) "  # noqa: S608 - integers only
+            f"SELECT id, attempt, status, expires_at, batch_id FROM mq_message WHERE id IN ({_id_list(ids)}) "  # noqa: S608 - integers only
             "AND status = %s AND expires_at <= %s FOR UPDATE SKIP LOCKED",
             [Status.NEW, connection.ops.adapt_datetimefield_value(now)], attnames,
         )

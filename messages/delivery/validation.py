@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 
+from messages.dedup import CONFLICT_MODES, MAX_DEDUP_SECONDS
 from messages.delivery.acks import AckResult
 from messages.delivery.produce import ProduceItem
 from messages.models import DEFAULT_PRIORITY, MAX_PRIORITY
+from messages.routing.filters import tag_check
 from mqcenter.core.dates import parse_iso_datetime
 from mqcenter.core.errors import InvalidRequest, PayloadTooLarge
 
@@ -38,7 +41,13 @@ MISSING = object()
 PRODUCE_FIELDS = {
     "topic", "data", "group", "key", "headers", "delay_seconds", "effect_time",
     "retry_count", "timeout_seconds", "dedup_key", "broadcast", "priority", "ttl_seconds", "expires_at",
+    "tag", "dedup_seconds", "dedup_conflict", "reply_to", "correlation_id",
 }
+# Request/reply rides in two headers, which deliveries also answer as `reply_to` and
+# `correlation_id` (messages/delivery/answers.py).
+REPLY_TO_HEADER = "mq-reply-to"
+CORRELATION_HEADER = "mq-correlation-id"
+MAX_CORRELATION_LENGTH = 128
 
 
 # One encoder for all: json.dumps with any option builds a new encoder per call.
@@ -171,7 +180,7 @@ def produce_item(item: Any, path: str) -> ProduceItem:
         data=data,
         group=group,
         key=_optional(item, "key", path, lambda v, f: text(v, f, MAX_KEY_LENGTH)),
-        headers=headers(item.get("headers"), f"{path}.headers"),
+        headers=_reply_headers(item, path, headers(item.get("headers"), f"{path}.headers")),
         delay_seconds=delay,
         effect_time=effect_time,
         retry_count=_optional(item, "retry_count", path, lambda v, f: integer(v, f, 0, MAX_RETRY_COUNT)),
@@ -183,7 +192,40 @@ def produce_item(item: Any, path: str) -> ProduceItem:
         priority=integer(item.get("priority", DEFAULT_PRIORITY), f"{path}.priority", 0, MAX_PRIORITY),
         ttl_seconds=ttl,
         expires_at=expires_at,
+        tag=_optional(item, "tag", path, tag_check),
+        **_dedup_window(item, path),
     )
+
+
+def _reply_headers(item: dict[str, Any], path: str, given: dict[str, str]) -> dict[str, str]:
+    """`reply_to` (a topic) and `correlation_id` into the message's headers; a `reply_to`
+    without a correlation id gets a new one."""
+    reply_to = _optional(item, "reply_to", path, name)
+    correlation = _optional(item, "correlation_id", path, lambda v, f: text(v, f, MAX_CORRELATION_LENGTH))
+    if reply_to is None and correlation is None:
+        return given
+    out = dict(given)
+    if reply_to is not None:
+        out[REPLY_TO_HEADER] = reply_to
+        correlation = correlation or uuid.uuid4().hex
+    out[CORRELATION_HEADER] = correlation  # type: ignore[assignment]
+    return out
+
+
+def _dedup_window(item: dict[str, Any], path: str) -> dict[str, Any]:
+    """`dedup_seconds` (with a `dedup_key`) and `dedup_conflict`, when given."""
+    out: dict[str, Any] = {}
+    seconds = _optional(item, "dedup_seconds", path, lambda v, f: integer(v, f, 1, MAX_DEDUP_SECONDS))
+    if seconds is not None:
+        if item.get("dedup_key") is None:
+            raise _fail(f"{path}.dedup_seconds", "needs a dedup_key.")
+        out["dedup_seconds"] = seconds
+    conflict = item.get("dedup_conflict")
+    if conflict is not None:
+        if conflict not in CONFLICT_MODES:
+            raise _fail(f"{path}.dedup_conflict", 'must be "first" or "reject".')
+        out["dedup_conflict"] = conflict
+    return out
 
 
 def _expiry(
@@ -233,7 +275,7 @@ def pull_request(body: Any) -> dict[str, Any]:
         "consumer": consumer_id(body.get("consumer")),
         "max_messages": integer(body.get("max_messages", 1), "max_messages", 1, settings.MQ_MAX_PULL),
         "wait_seconds": number(body.get("wait_seconds", 0), "wait_seconds", 0, settings.MQ_MAX_WAIT_SECONDS),
-        # An extension of API.md: a pull may carry the consumer's acks (see `acks_before_pull`).
+        # An extension of API.md: a pull may carry the consumer's acks (see `pull.messages_pull`).
         "results": None if body.get("results", []) == [] else ack_results(body["results"]),
     }
 
@@ -250,6 +292,13 @@ def ack_results(results: Any) -> list[AckResult]:
         raise _fail("results", f"at most {MAX_IDS} results per call.")
     parsed = []
     for index, result in enumerate(results):
+        # A steady consumer's results are all {"id": n, "status": "SUCCESS"}: taken as they
+        # are, without the field-by-field checks below (that would find nothing wrong).
+        if type(result) is dict and len(result) == 2 and result.get("status") == "SUCCESS":
+            id_ = result.get("id")
+            if type(id_) is int and 1 <= id_ < 2**63:
+                parsed.append(AckResult(id_, "SUCCESS"))
+                continue
         path = f"results[{index}]"
         if not isinstance(result, dict):
             raise _fail(path, "must be an object.")

@@ -14,7 +14,6 @@ from messages.maintenance.models import MaintenanceRun
 
 logger = logging.getLogger(__name__)
 
-JOBS = ("flush", "retry", "delay", "expire", "cleanup", "alarms")
 # A hung job must not hold a worker forever; the next beat tick starts it again.
 TASK_LIMITS = {"soft_time_limit": 540, "time_limit": 600}
 

@@ -1,29 +1,36 @@
-"""The console's Maintenance page: each beat job's last run, flagged stale when its last good
-run is too old. Reads only; needs a viewer."""
+"""The console's Maintenance page (each scheduled job's interval, last run, lag and outcome)
+and `/healthz/maintenance` (503 while a job is stale, for an orchestrator). Reads only."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-from django.http import HttpRequest, HttpResponse
-from django.utils import timezone
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.http import require_GET
 
 from messages.maintenance.selectors import maintenance_health
 from mqcenter.console import render_page
 from mqcenter.core.roles import console_view
 from mqcenter.models import ConsoleRole
 
-# A job whose last good run is older than this is flagged stale (beat runs them every minute
-# or few; a day covers the daily archive job).
-STALE_AFTER = {"archive": timedelta(hours=26), "cleanup": timedelta(hours=26)}
-STALE_DEFAULT = timedelta(minutes=10)
-
 
 @console_view(ConsoleRole.VIEWER)
 def maintenance(request: HttpRequest) -> HttpResponse:
-    now = timezone.now()
+    return render_page(request, "messages/maintenance.html", {"jobs": maintenance_health()})
+
+
+@require_GET
+def maintenance_healthz(request: HttpRequest) -> HttpResponse:
+    """200 while every scheduled job runs on time, 503 naming the stale ones (beat or the
+    worker is down, or a job fails). Job names, lags and outcomes only: no credentials, no
+    business data."""
     jobs = maintenance_health()
-    for job in jobs:
-        limit = STALE_AFTER.get(job["job"], STALE_DEFAULT)
-        job["stale"] = job["last_ok_at"] is None or now - job["last_ok_at"] > limit
-    return render_page(request, "messages/maintenance.html", {"jobs": jobs})
+    stale = [j["job"] for j in jobs if j["stale"]]
+    body = {
+        "status": "stale" if stale else "ok",
+        "stale": stale,
+        "jobs": [{"job": j["job"], "interval_seconds": j["interval_seconds"], "outcome": j["outcome"],
+                  "last_ok_at": j["last_ok_at"], "lag_seconds": j["lag_seconds"]} for j in jobs],
+    }
+    response = JsonResponse(body, status=503 if stale else 200)
+    if stale:
+        response["Retry-After"] = "30"
+    return response

@@ -17,7 +17,14 @@ from django.utils import timezone
 from messages.archive.redrive import archive_redrive_job_run
 from messages.delivery.trace import trace_row, trace_write
 from messages.filters import MessageFilter, filter_targets
-from messages.models import DEAD_STATUSES, Message, MessageTrace, Status, TraceEvent
+from messages.models import (
+    DEAD_STATUSES,
+    FINISHED_STATUSES,
+    Message,
+    MessageTrace,
+    Status,
+    TraceEvent,
+)
 from messages.operations.dead_letters import dead_letter_group_ids
 from messages.operations.models import BulkJob
 from messages.operations.move import move_job_run
@@ -120,6 +127,8 @@ def _requeue_batch(principal: Principal, rows, kind: str) -> int:  # type: ignor
         live_moved((m.topic, m.group_name, m.status, Status.NEW) for m in messages)
         for message in messages:
             topic = topics.get(message.topic)
+            if message.status in FINISHED_STATUSES:  # counted in its batch already: it leaves it
+                message.batch_id = None
             message.status = Status.NEW
             message.effect_time = now
             message.retry_remaining = topic.retry_count if topic else 0
@@ -127,7 +136,8 @@ def _requeue_batch(principal: Principal, rows, kind: str) -> int:  # type: ignor
             message.expires_at = None
             message.update_time = now
         Message.objects.bulk_update(
-            messages, ["status", "effect_time", "retry_remaining", "lease_expires_at", "expires_at", "update_time"],
+            messages, ["status", "effect_time", "retry_remaining", "lease_expires_at", "expires_at", "update_time",
+                       "batch_id"],
             batch_size=500
         )
         trace_write(trace_row(m, TraceEvent.REDRIVEN, at=now, actor=principal.name, log=kind) for m in messages)

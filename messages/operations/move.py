@@ -22,11 +22,11 @@ from django.db import transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from messages.delivery.produce import NewMessage
-from messages.delivery.sql import insert_values
+from messages.batches.progress import batches_finished
+from messages.delivery.sql import NewMessage, insert_values
 from messages.delivery.trace import TraceRow, trace_write
 from messages.filters import MessageFilter, filter_targets
-from messages.models import Message, Status, TraceEvent
+from messages.models import FINISHED_STATUSES, Message, Status, TraceEvent
 from messages.operations.models import BulkJob
 from mqcenter.celery import app as celery_app
 from mqcenter.core.audit import audit_record
@@ -79,7 +79,8 @@ def messages_move(
         # Finished matches are left out quietly (a filter may match a topic's whole history);
         # the running and prepared ones are reported.
         rows = rows.filter(status__in=[*MOVABLE, Status.RUNNING, Status.PREPARED])
-    moved, skipped = _move_batch(principal, rows, target, to_group)
+    chosen = {"selected": len(ids)} if ids is not None else {"filter": filter.as_json() if filter else {}}
+    moved, skipped = _move_batch(principal, rows, target, to_group, chosen=chosen)
     if ids is not None:
         found = {m["moved_from"] for m in moved} | {s["id"] for s in skipped}
         skipped += [{"id": i, "reason": "not_found"} for i in ids if i not in found]
@@ -95,9 +96,13 @@ def _move_batch(
     *,
     job_id: int | None = None,
     cursor: int | None = None,
+    chosen: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, int]], list[dict[str, Any]]]:
     """Move the matching rows in one transaction (with `job_id`, the job's cursor and
-    progress move in it too).
+    progress move in it too). A request's move writes one audit row: what was chosen (the
+    filter, or how many ids were selected) and the count moved, never every id (each moved
+    message's trace names both ids); a job's batches write none (its creation is audited
+    with its filter, and the job row counts its progress).
 
     The target topic is locked shared first, as a produce does, so a group being deleted
     meanwhile cannot miss the copies; then the rows, so a claim (SKIP LOCKED) cannot take
@@ -123,6 +128,7 @@ def _move_batch(
         new_ids = insert_values(
             Message, [_copy(m, target, to_group, now, principal) for m in taken], return_ids=True
         )
+        waiting = [m for m in taken if m.status not in FINISHED_STATUSES]  # batch members finishing now
         for message, new_id in zip(taken, new_ids, strict=True):
             message.status = Status.CANCELLED
             message.last_log = f"moved to {target.name}/{to_group} as message {new_id}"
@@ -130,6 +136,7 @@ def _move_batch(
         Message.objects.bulk_update(
             taken, ["status", "last_log", "lease_expires_at", "update_time"], batch_size=500
         )
+        batches_finished(waiting, now=now)
         actor = principal.name[:200]
         trace_write(
             TraceRow(
@@ -154,12 +161,12 @@ def _move_batch(
         moved = [
             {"id": new_id, "moved_from": m.id} for m, new_id in zip(taken, new_ids, strict=True)
         ]
-        if moved:
+        if moved and job_id is None:
             audit_record(
                 actor=principal.name,
                 action="message.move",
                 target=f"{target.name}/{to_group}",
-                after={"moved": moved[:1000], "count": len(moved)},
+                after={**(chosen or {}), "to": f"{target.name}/{to_group}", "count": len(moved)},
             )
         if job_id is not None:
             BulkJob.objects.filter(id=job_id).update(
@@ -195,6 +202,8 @@ def _copy(
         producer=principal.name[:200],
         publish_id=None,
         priority=message.priority,  # a moved message keeps its priority; its expiry stays behind
+        copied_at=now,
+        tag=message.tag,
     )
 
 

@@ -6,9 +6,9 @@ table and the archive together (they share ids), and copies each publish once: i
 in other groups share the `publish_id`, and a run's copies carry the dedup key
 `mq-replay:<run>:<publish_id>`, so the (topic, group, dedup key) unique index holds one
 copy per publish per run whatever batches the copies fell in. Every copy is a new NEW
-message with a fresh id, the original's `add_time` and `publish_id`, and
-`headers["mq-replay-of"]` = the original's id. Messages of transactions not committed
-(PREPARED) or cancelled are not part of the history.
+message with a fresh id, the original's `add_time` and `publish_id`,
+`headers["mq-replay-of"]` = the original's id, and `copied_at`, when it was made. Messages
+of transactions not committed (PREPARED) or cancelled are not part of the history.
 
 A replay reads only ids up to the `high_water` taken when it started, under the topic's
 exclusive lock: every publish up to it was then committed, and every later one was copied
@@ -30,16 +30,18 @@ from django.db.models import F, Model, QuerySet
 from django.utils import timezone
 
 from messages.archive.models import MessageArchive
-from messages.delivery.produce import NewMessage
-from messages.delivery.sql import insert_values
+from messages.delivery.sql import NewMessage, insert_values
 from messages.models import Message, Status
 from messages.operations.models import BulkJob
+from messages.routing.filters import filter_matcher
+from messages.stats.live import live_copied
 from registry.wakeups import wakeup_hub
 from topics.cache import topic_cache
-from topics.models import Topic
+from topics.models import Topic, TopicGroup
 
 REPLAY_BATCH = 1000
 REPLAY_OF = "mq-replay-of"
+COMMIT_COPY_OF = "mq-commit-copy-of"  # messages/transactions/copies.py
 # Not part of a topic's history: open transactions, and cancelled (or moved away) messages.
 NOT_HISTORY = (Status.PREPARED, Status.CANCELLED)
 
@@ -83,31 +85,47 @@ def replay_batch(*, topic: Topic, group: str, since: datetime | None, high_water
             upto = min(upto, rows[-1]["id"])
     now = timezone.now()
     copies: dict[str, NewMessage] = {}  # by dedup key: the first (lowest id) copy of each publish
+    # A filtered group is replayed the publishes its filter matches, as a publish copies them.
+    matches = filter_matcher(TopicGroup.objects.filter(topic=topic, name=group).values_list("filter_spec", flat=True).first())
     for row in sorted((r for r in live + archived if r["id"] <= upto), key=lambda r: r["id"]):
+        if matches is not None and not matches(row["tag"], row["headers"] or {}):
+            continue
         key = f"mq-replay:{run}:{row['publish_id']}"
         copies.setdefault(key, _copy(row, topic, group, now, actor, dedup_key=key))
     with transaction.atomic():
         done = set(Message.objects.filter(topic=topic.name, group_name=group, dedup_key__in=list(copies))
                    .values_list("dedup_key", flat=True))  # copied by the previous batch
-        fresh = [copy for key, copy in copies.items() if key not in done]
+        committed = _committed_since(topic.name, group, high_water, {c.publish_id for c in copies.values()})
+        fresh = [copy for key, copy in copies.items() if key not in done and copy.publish_id not in committed]
         if job_id is not None:
             moved = BulkJob.objects.filter(id=job_id, cursor=after or None).update(
                 cursor=upto, processed=F("processed") + len(fresh))
             if not moved:
                 return 0, after
         insert_values(Message, fresh, return_ids=False)
+        live_copied(topic.name, group, len(fresh))
     if fresh:
         wakeup_hub().publish([(topic.name, group)])
     return len(fresh), upto
 
 
-def archived_copy(row: dict[str, Any], *, topic: Topic, group: str, actor: str) -> NewMessage:
-    """A NEW live copy of an archived message (archive redrive)."""
-    return _copy(row, topic, group, timezone.now(), actor)
+def _committed_since(topic: str, group: str, high_water: int, publish_ids: set[int | None]) -> set[int]:
+    """The publishes among `publish_ids` a transaction's commit copied into `group` after the
+    replay started (messages/transactions/copies.py): prepared when the replay began, they
+    reach the group by that copy, not by the replay."""
+    rows = Message.objects.filter(topic=topic, group_name=group, id__gt=high_water,
+                                  publish_id__in=[p for p in publish_ids if p is not None])
+    return {pid for pid, headers in rows.values_list("publish_id", "headers") if COMMIT_COPY_OF in (headers or {})}
+
+
+def archived_copy(row: dict[str, Any], *, topic: Topic, group: str, actor: str,
+                  now: datetime | None = None) -> NewMessage:
+    """A NEW live copy of an archived message (archive redrive), made `now`."""
+    return _copy(row, topic, group, now or timezone.now(), actor)
 
 
 COPIED_FIELDS = ("id", "data", "key", "headers", "status", "effect_time", "timeout_seconds", "add_time",
-                 "producer", "publish_id", "priority")
+                 "producer", "publish_id", "priority", "tag")
 
 
 def _published(model: type[Model], topic: str, since: datetime | None, after: int, high_water: int) -> list[dict]:
@@ -130,7 +148,7 @@ def _copy(row: dict[str, Any], topic: Topic, group: str, now: datetime, actor: s
         effect_time=effect_time, retry_remaining=topic.retry_count, attempt=0,
         timeout_seconds=row["timeout_seconds"], dedup_key=dedup_key, last_log="", add_time=row["add_time"],
         update_time=now, producer=(row["producer"] or actor)[:200], publish_id=row["publish_id"],
-        priority=row["priority"],
+        priority=row["priority"], copied_at=now, tag=row["tag"],
     )
 
 

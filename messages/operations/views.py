@@ -23,9 +23,16 @@ from messages.operations.dead_letter_actions import dead_letter_group_export as 
 from messages.operations.dead_letters import DEAD_LETTER_BOUND, dead_letter_groups
 from messages.operations.models import BulkJob
 from messages.operations.move import messages_move
-from messages.views import can_write, filter_params, filter_parse, id_from_form, writable_topics
-from mqcenter.console import htmx_redirect, query_string, render_page
-from mqcenter.core.errors import InvalidRequest
+from messages.views import (
+    can_write,
+    filter_params,
+    filter_parse,
+    id_from_form,
+    list_context,
+    writable_topics,
+)
+from mqcenter.console import htmx_redirect, next_path, query_string, render_page
+from mqcenter.core.errors import InvalidRequest, MQError, NotFound
 from mqcenter.core.roles import console_view
 from mqcenter.models import ConsoleRole
 
@@ -37,10 +44,33 @@ DEAD_GROUPS_SHOWN = 100
 @console_view(ConsoleRole.OPERATOR)
 def messages_bulk(request: HttpRequest) -> HttpResponse:
     """Redrive, requeue, cancel, delete or move the selected messages or everything matching a filter."""
+    params = filter_params(request.POST)
+    try:
+        return _bulk(request, params)
+    except MQError as exc:
+        return _bulk_refused(request, params, exc)
+
+
+def _bulk_refused(request: HttpRequest, params: dict[str, str], exc: MQError) -> HttpResponse:
+    """The message list again, with the refusal beside the buttons, the selection still
+    checked and the typed target still typed: nothing was done, nothing is lost."""
+    action = request.POST.get("action", "")
+    field = exc.details.get("field") or ("to_topic" if action == "move" and isinstance(exc, NotFound) else "")
+    context = list_context(request, params, cursor=None, reason=request.POST.get("reason", ""))
+    shown = {str(m.id) for m in context["rows"]}
+    selected = [i for i in request.POST.getlist("ids") if i.isdigit()]
+    context.update({
+        "bulk_error": exc.message, "bulk_field": field, "bulk_scope": request.POST.get("scope", "selected"),
+        "selected": set(selected), "selected_hidden": [i for i in selected if i not in shown],
+        "bulk_values": {"to_topic": request.POST.get("to_topic", ""), "to_group": request.POST.get("to_group", "")},
+    })
+    return render_page(request, "messages/list.html", context, status=exc.status)
+
+
+def _bulk(request: HttpRequest, params: dict[str, str]) -> HttpResponse:
     action = request.POST.get("action", "")
     if action not in BULK_ACTIONS:
         raise InvalidRequest(_("Choose redrive, requeue, cancel, delete or move."), details={"field": "action"})
-    params = filter_params(request.POST)
     principal = request.console.principal
     if request.POST.get("scope") == "filter":
         target: dict[str, Any] = {"filter": filter_parse(params)}
@@ -131,7 +161,7 @@ def dead_letters_redrive(request: HttpRequest) -> HttpResponse:
         return htmx_redirect(request, reverse("console:job", args=[result["job"]]))
     done = ngettext("Redrove %(n)s dead letter of %(topic)s.", "Redrove %(n)s dead letters of %(topic)s.", result["count"])
     flash.success(request, done % {"n": result["count"], "topic": topic})
-    return htmx_redirect(request, reverse("console:dead_letters"))
+    return htmx_redirect(request, next_path(request, reverse("console:dead_letters") + query_string({"topic": topic})))
 
 
 def _group_key(source: dict[str, str]) -> tuple[str, str, str]:
@@ -156,7 +186,7 @@ def dead_letter_group_act(request: HttpRequest, action: str) -> HttpResponse:
     else:
         done = ngettext("Deleted %(n)s dead letter of %(to)s.", "Deleted %(n)s dead letters of %(to)s.", result["count"])
     flash.success(request, done % {"n": result["count"], "to": f"{topic}/{group}"})
-    return htmx_redirect(request, reverse("console:dead_letters"))
+    return htmx_redirect(request, next_path(request, reverse("console:dead_letters")))
 
 
 @console_view(ConsoleRole.VIEWER)

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import CroniterBadDateError, croniter
+from croniter import croniter
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Min, Window
@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from messages.delivery.produce import ProduceItem, ProduceResult, messages_produce
 from messages.delivery.validation import MAX_HEADER_LENGTH, MAX_HEADERS, data_text
+from messages.schedules.cron import cron_problem
 from messages.schedules.models import Schedule
 from mqcenter.core.audit import audit_record
 from mqcenter.core.auth import Principal
@@ -74,17 +75,11 @@ def schedule_clean(*, fields: dict[str, Any], partial: bool = False) -> dict[str
     if "headers" in fields:
         clean["headers"] = _headers(fields["headers"])
     if "cron" in fields:
-        cron = fields["cron"]
         # Five fields (minute resolution): croniter also reads a sixth (seconds) field.
-        if not isinstance(cron, str) or len(cron) > 200 or len(cron.split()) != 5 or not croniter.is_valid(cron):
-            raise InvalidRequest("cron must be a five-field cron expression, e.g. '0 2 * * *'.",
-                                 details={"field": "cron"})
-        try:  # a valid expression may still name no real day ("0 0 30 2 *": February 30th)
-            croniter(cron.strip(), datetime(2000, 1, 1, tzinfo=UTC)).get_next(datetime)
-        except (CroniterBadDateError, ValueError, OverflowError) as exc:
-            raise InvalidRequest(f"cron {cron.strip()!r} never fires: it names no day that exists.",
-                                 details={"field": "cron"}) from exc
-        clean["cron"] = cron.strip()
+        problem = cron_problem(fields["cron"])
+        if problem:
+            raise InvalidRequest(problem, details={"field": "cron"})
+        clean["cron"] = fields["cron"].strip()
     if "timezone" in fields:
         clean["timezone"] = _zone_name(fields["timezone"])
     if "enabled" in fields:
@@ -92,6 +87,18 @@ def schedule_clean(*, fields: dict[str, Any], partial: bool = False) -> dict[str
             raise InvalidRequest("enabled must be true or false.", details={"field": "enabled"})
         clean["enabled"] = fields["enabled"]
     return clean
+
+
+def schedule_errors(*, fields: dict[str, Any]) -> dict[str, str]:
+    """Every field's problem at once (a form shows them all), keyed by field; empty when
+    `schedule_clean` would accept the fields."""
+    errors: dict[str, str] = {}
+    for field, value in fields.items():
+        try:
+            schedule_clean(fields={field: value}, partial=True)
+        except InvalidRequest as exc:
+            errors[field] = exc.message
+    return errors
 
 
 def _headers(headers: Any) -> dict[str, str]:

@@ -9,12 +9,14 @@ from typing import Any
 from django.contrib import messages as flash
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from messages.schedules import services as schedules
+from messages.schedules.cron import cron_next_runs
 from mqcenter.console import form_errors, htmx_redirect, json_from_form, render_page
-from mqcenter.core.errors import MQError
+from mqcenter.core.errors import InvalidRequest, MQError
 from mqcenter.core.roles import console_principal, console_view
 from mqcenter.models import ConsoleRole
 
@@ -33,13 +35,16 @@ def schedule_list(request: HttpRequest) -> HttpResponse:
         if operator is None:
             return HttpResponse(_("Operators only."), status=403)
         form = _form(request)
-        try:
-            schedule = schedules.schedule_create(principal=operator, fields=_fields(form))
-        except MQError as exc:
-            errors, status = form_errors(exc, FORM_FIELDS), exc.status
-        else:
-            flash.success(request, _("Created schedule %(name)s.") % {"name": schedule.name})
-            return htmx_redirect(request, reverse("console:schedules"))
+        fields, errors = _checked(form)
+        status = 400 if errors else 200
+        if not errors:
+            try:
+                schedule = schedules.schedule_create(principal=operator, fields=fields)
+            except MQError as exc:
+                errors, status = form_errors(exc, FORM_FIELDS), exc.status
+            else:
+                flash.success(request, _("Created schedule %(name)s.") % {"name": schedule.name})
+                return htmx_redirect(request, reverse("console:schedules"))
     rows = schedules.schedules_list(principal=request.console.principal)
     return render_page(request, "messages/schedules.html", {
         "rows": rows, "form": form, "errors": errors, "may_write": operator is not None,
@@ -56,13 +61,16 @@ def schedule_edit(request: HttpRequest, schedule_id: int) -> HttpResponse:
     status = 200
     if request.method == "POST":
         form = _form(request)
-        try:
-            schedules.schedule_update(principal=principal, schedule_id=schedule_id, fields=_fields(form))
-        except MQError as exc:
-            errors, status = form_errors(exc, FORM_FIELDS), exc.status
-        else:
-            flash.success(request, _("Saved schedule %(name)s.") % {"name": form["name"]})
-            return htmx_redirect(request, reverse("console:schedules"))
+        fields, errors = _checked(form)
+        status = 400 if errors else 200
+        if not errors:
+            try:
+                schedules.schedule_update(principal=principal, schedule_id=schedule_id, fields=fields)
+            except MQError as exc:
+                errors, status = form_errors(exc, FORM_FIELDS), exc.status
+            else:
+                flash.success(request, _("Saved schedule %(name)s.") % {"name": form["name"]})
+                return htmx_redirect(request, reverse("console:schedules"))
     return render_page(request, "messages/schedule_edit.html", {"schedule": schedule, "form": form, "errors": errors},
                        status=status)
 
@@ -90,7 +98,23 @@ def _form(request: HttpRequest) -> dict[str, Any]:
     return form
 
 
-def _fields(form: dict[str, Any]) -> dict[str, Any]:
-    data = json_from_form(form["data"], "data")
-    return {"name": form["name"], "topic": form["topic"], "group": form["group"] or None, "data": data,
-            "cron": form["cron"], "timezone": form["timezone"] or "UTC", "enabled": form["enabled"]}
+def _checked(form: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The schedule's fields from the form, and every field's error at once."""
+    fields: dict[str, Any] = {"name": form["name"], "topic": form["topic"], "group": form["group"] or None,
+                              "cron": form["cron"], "timezone": form["timezone"] or "UTC", "enabled": form["enabled"]}
+    errors: dict[str, str] = {}
+    try:
+        fields["data"] = json_from_form(form["data"], "data")
+    except InvalidRequest as exc:
+        errors["data"] = exc.message
+    errors.update(schedules.schedule_errors(fields=fields))
+    return fields, errors
+
+
+@console_view(ConsoleRole.VIEWER)
+def schedule_preview(request: HttpRequest) -> HttpResponse:
+    """The next runs of the cron being typed, in its time zone (or what is wrong with it)."""
+    cron, zone = request.GET.get("cron", ""), request.GET.get("timezone", "").strip() or "UTC"
+    errors = schedules.schedule_errors(fields={"cron": cron, "timezone": zone})
+    runs = [] if errors else cron_next_runs(cron, zone, after=timezone.now())
+    return render_page(request, "messages/_cron_preview.html", {"runs": runs, "zone": zone, "errors": errors})

@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 from messages.serializers import ERRORS
 from messages.stats import selectors
 from mqcenter.core.auth import IsAdminToken
+from mqcenter.core.db import reads_replica
 
 
 class StatsEntrySerializer(serializers.Serializer):
@@ -32,6 +33,7 @@ class StatsView(APIView):
         parameters=[OpenApiParameter("topic", str, required=False)],
         responses={200: StatsSerializer, **ERRORS},
     )
+    @reads_replica
     def get(self, request: Request) -> Response:
         topic = request.query_params.get("topic") or None
         return Response({"stats": selectors.topic_stats(principal=request.user, topic=topic)})

@@ -1,6 +1,6 @@
 """Live counts for the console, fresh within a second, without counting the hot table.
 
-Per (topic, group): waiting (NEW), in flight (RUNNING) and dead (FAIL + TIMEOUT) messages,
+Per (topic, group): waiting (NEW), in flight (RUNNING) and dead (FAIL, TIMEOUT or EXPIRED) messages,
 and per minute the messages produced and acknowledged. Every state change the hot path
 makes (produce, claim, ack, release, lease expiry) and the operators' changes (edit,
 redrive, requeue, cancel, delete, transaction commit) report their moves with
@@ -10,8 +10,8 @@ console sockets over Redis pub/sub (the console hub). Without REDIS_URL (the qui
 the counters live in the process, which serves the console too.
 
 The counters are a hint: a crash between a commit and the push loses a move, and a change
-made elsewhere (a topic or group deleted, a replay, the archive) is not reported. The flush
-job therefore sets them to the backlog it counts from the claim index every run
+made elsewhere (a topic or group deleted, the archive) is not reported; a replay reports
+its copies (`live_copied`). The flush job therefore sets them to the backlog it counts from the claim index every run
 (`live_reset`, from `stats_snapshot`); a reader finding them older than STALE_SECONDS (no
 flush job running) counts once itself (`stats.backlog_live`). Produced and acked per minute come from here for
 the last FLOW_MINUTES only: the flush job's buckets have them after that.
@@ -74,6 +74,13 @@ def live_moved(moves: Iterable[Move]) -> None:
     changed = {key: n for key, n in deltas.items() if n}
     if changed:
         transaction.on_commit(lambda: live_store().add(changed))
+
+
+def live_copied(topic: str, group: str, count: int) -> None:
+    """Count `count` NEW messages copied into a group (a replay) once the caller's transaction
+    commits: waiting at once, not produced (the publishes were counted when produced)."""
+    if count:
+        transaction.on_commit(lambda: live_store().add({(topic, group, "new"): count}))
 
 
 def live_reset(*, snapshot: dict[Pair, dict[str, Any]], at: datetime) -> None:
@@ -199,7 +206,7 @@ class LiveStore:
         else:
             with self._lock:
                 self._local, self._local_as_of = dict(mapping), as_of
-        console_hub().publish(counts)
+        console_hub().publish(list(counts))
 
     def read(self) -> tuple[dict[Pair, dict[str, int]], float | None]:
         if self.redis_url:

@@ -16,7 +16,7 @@ class StatsBucket(models.Model):
     minute = models.DateTimeField()  # the start of the minute (UTC, seconds zero)
     produced = models.IntegerField(default=0)
     succeeded = models.IntegerField(default=0)
-    failed = models.IntegerField(default=0)  # became dead letters (FAIL or TIMEOUT)
+    failed = models.IntegerField(default=0)  # became FAIL or TIMEOUT (EXPIRED: `expired`)
     retried = models.IntegerField(default=0)  # retries scheduled (nack or expired lease)
     lease_expired = models.IntegerField(default=0)
     expired = models.IntegerField(default=0, db_default=0)  # became EXPIRED dead letters (not delivered in time)

@@ -12,7 +12,10 @@ from rest_framework.views import APIView
 
 from messages.delivery import validation
 from messages.delivery.produce import messages_produce
+from messages.delivery.validation import CORRELATION_HEADER
+from messages.models import Message
 from messages.serializers import ErrorSerializer
+from messages.services import publish_notes
 from messages.transactions import services as transactions
 from messages.transactions.models import Transaction
 from mqcenter.core.auth import Principal
@@ -30,7 +33,11 @@ def produce_request(principal: Principal, data: Any) -> tuple[int, dict[str, Any
     spec = data.get("transaction") if isinstance(data, dict) else None
     if spec is None:
         results = messages_produce(principal=principal, items=items)
-        return 201, {"messages": [r.as_dict() for r in results]}
+        answer = [r.as_dict() for r in results]
+        if any(CORRELATION_HEADER in item.headers for item in items):
+            _add_correlation_ids(answer)
+        notes = publish_notes(items, results)
+        return 201, {"messages": answer, **({"notes": notes} if notes else {})}
     if not isinstance(spec, dict):
         raise InvalidRequest("transaction must be an object.", details={"field": "transaction"})
     unknown = spec.keys() - {"check_url", "check_after_seconds"}
@@ -41,7 +48,16 @@ def produce_request(principal: Principal, data: Any) -> tuple[int, dict[str, Any
         principal=principal, items=items, check_url=spec.get("check_url"),
         check_after_seconds=spec.get("check_after_seconds", DEFAULT_CHECK_AFTER_SECONDS),
     )
-    return 201, {"transaction_id": batch.transaction.id, "messages": [r.as_dict() for r in batch.results]}
+    notes = publish_notes(items, batch.results)
+    return 201, {"transaction_id": batch.transaction.id, "messages": [r.as_dict() for r in batch.results],
+                 **({"notes": notes} if notes else {})}
+
+
+def _add_correlation_ids(entries: list[dict[str, Any]]) -> None:
+    """Each entry's `correlation_id` (one the broker made up for a `reply_to` included)."""
+    by_id = dict(Message.objects.filter(id__in=[e["id"] for e in entries]).values_list("id", "headers"))
+    for entry in entries:
+        entry["correlation_id"] = (by_id.get(entry["id"]) or {}).get(CORRELATION_HEADER)
 
 
 def transaction_answer(txn: Transaction) -> dict[str, Any]:

@@ -4,7 +4,8 @@ A transactional produce stores its batch as PREPARED: claims only take NEW rows,
 messages exist durably but no consumer sees them. The producer then commits (they become
 NEW and pulls are woken) or rolls back (they are deleted). A producer that dies in between
 leaves the transaction open; the check-back task asks the producer's `check_url` what
-happened and resolves it, and gives up (rolls back) after MQ_TRANSACTION_GIVE_UP_SECONDS.
+happened and resolves it, and gives up after MQ_TRANSACTION_GIVE_UP_SECONDS: it rolls back,
+or commits when each topic of the transaction says so (`Topic.check_give_up`).
 
 The check-back is the broker calling out, through mqcenter/core/outbound.py: only http(s),
 only to hosts MQ_TRANSACTION_CHECK_HOSTS allows the transaction's business line, each call
@@ -30,12 +31,13 @@ from messages.delivery.produce import ProduceItem, ProduceResult, messages_produ
 from messages.delivery.trace import trace_row, trace_write
 from messages.models import Message, MessageTrace, Status, TraceEvent
 from messages.stats.live import live_moved
+from messages.transactions.copies import commit_settle
 from messages.transactions.models import Transaction
 from mqcenter.core.auth import Principal
 from mqcenter.core.errors import Conflict, InvalidRequest, NotFound
 from mqcenter.core.outbound import Answer, Call, allow_list, post_many, url_check
 from registry.wakeups import wakeup_hub
-from topics.models import Biz
+from topics.models import Biz, CheckGiveUp, Topic
 
 logger = logging.getLogger(__name__)
 
@@ -184,14 +186,23 @@ def _resolve(txn: Transaction, *, commit: bool, actor: str, reason: str) -> None
     now = timezone.now()
     prepared = Message.objects.filter(id__in=txn.message_ids, status=Status.PREPARED)
     if commit:
-        messages = list(prepared.select_for_update().order_by("id"))
+        locked = list(prepared.select_for_update().order_by("id"))
+        # Copied to the groups subscribed now: the publish is produced when it commits.
+        messages, added = commit_settle(locked, now)
         # A delay counts from the produce; a message whose delay passed while prepared is due now.
-        prepared.update(status=Status.NEW, effect_time=Greatest(F("effect_time"), now), update_time=now)
+        Message.objects.filter(id__in=[m.id for m in messages]).update(
+            status=Status.NEW, effect_time=Greatest(F("effect_time"), now), update_time=now)
+        gone = {m.id for m in locked} - {m.id for m in messages}
+        live_moved([*((m.topic, m.group_name, Status.PREPARED, None) for m in locked if m.id in gone),
+                    *((m.topic, m.group_name, Status.PREPARED, Status.NEW) for m in messages)])
+        copies = list(Message.objects.filter(id__in=added))
+        live_moved((m.topic, m.group_name, None, Status.NEW) for m in copies)
+        messages += copies
         for message in messages:
             message.status = Status.NEW
-        live_moved((m.topic, m.group_name, Status.PREPARED, Status.NEW) for m in messages)
         trace_write(trace_row(m, TraceEvent.COMMITTED, at=now, actor=actor, log=f"transaction {txn.id}")
                     for m in messages)
+        txn.message_ids = sorted((set(txn.message_ids) - gone) | set(added))
         pairs = {(m.topic, m.group_name) for m in messages}
         transaction.on_commit(lambda: wakeup_hub().publish(pairs))
     else:
@@ -200,7 +211,7 @@ def _resolve(txn: Transaction, *, commit: bool, actor: str, reason: str) -> None
         Message.objects.filter(id__in=ids).delete()
     txn.state, txn.finished_at = wanted, now
     txn.log = [*txn.log, _entry(now, actor, wanted, reason)][-LOG_LIMIT:]
-    txn.save(update_fields=["state", "finished_at", "log"])
+    txn.save(update_fields=["state", "finished_at", "log", "message_ids"])
 
 
 def _entry(at: datetime, actor: str, event: str, log: str = "") -> dict[str, str]:
@@ -211,7 +222,8 @@ def _entry(at: datetime, actor: str, event: str, log: str = "") -> dict[str, str
 
 
 def transactions_check(*, now: datetime | None = None) -> dict[str, Any]:
-    """Resolve open transactions: roll back those older than MQ_TRANSACTION_GIVE_UP_SECONDS,
+    """Resolve open transactions: give up on those older than MQ_TRANSACTION_GIVE_UP_SECONDS
+    (roll back, or commit as their topics say: `give_up_commits`),
     and ask `check_url` about those past `next_check_at`.
 
     Fair across business lines: a run takes each line's earliest due transactions, at most
@@ -222,15 +234,19 @@ def transactions_check(*, now: datetime | None = None) -> dict[str, Any]:
     and accept only an open transaction. The calls run outside any database transaction.
     """
     now = now or timezone.now()
-    gave_up = 0
     cutoff = now - timedelta(seconds=settings.MQ_TRANSACTION_GIVE_UP_SECONDS)
-    for txn_id in Transaction.objects.filter(state=Transaction.State.OPEN, created_at__lte=cutoff).values_list(
-        "id", flat=True
+    given_up = {"committed": 0, "rolled_back": 0}
+    for txn_id, topics in Transaction.objects.filter(state=Transaction.State.OPEN, created_at__lte=cutoff).values_list(
+        "id", "topics"
     )[:CHECK_BATCH]:
-        gave_up += _resolve_by_id(txn_id, commit=False, reason="gave up: no answer within MQ_TRANSACTION_GIVE_UP_SECONDS")
+        commit = give_up_commits(topics)
+        done = _resolve_by_id(txn_id, commit=commit, reason=(
+            "gave up: no answer within MQ_TRANSACTION_GIVE_UP_SECONDS; "
+            + ("committed: every topic's check_give_up is commit" if commit else "rolled back (check_give_up)")))
+        given_up["committed" if commit else "rolled_back"] += done
     taken = _due_taken(now)
     if not taken:
-        return {"checked": 0, "committed": 0, "rolled_back": gave_up, "unknown": 0}
+        return {"checked": 0, **given_up, "unknown": 0}
     answers = post_many(
         [Call(url, {"transaction_id": txn_id}, biz=biz) for txn_id, url, biz in taken],
         allowed=allow_list("MQ_TRANSACTION_CHECK_HOSTS"),
@@ -239,7 +255,7 @@ def transactions_check(*, now: datetime | None = None) -> dict[str, Any]:
         per_group=settings.MQ_OUTBOUND_PER_BIZ,
         overall=settings.MQ_TRANSACTION_CHECK_CONCURRENCY,
     )
-    counts = {"checked": len(taken), "committed": 0, "rolled_back": gave_up, "unknown": 0}
+    counts = {"checked": len(taken), **given_up, "unknown": 0}
     for (txn_id, _url, _biz), answer in zip(taken, answers, strict=True):
         state, error = check_answer_state(answer)
         if state == "commit":
@@ -250,6 +266,15 @@ def transactions_check(*, now: datetime | None = None) -> dict[str, Any]:
             counts["unknown"] += 1
             _note(txn_id, error or "check-back answered unknown")
     return counts
+
+
+def give_up_commits(topics: list[str]) -> bool:
+    """Whether a transaction over `topics` nobody resolved is committed when the check-back
+    gives up: only if each of its topics says so (`Topic.check_give_up`); rolled back otherwise,
+    also when a topic is gone."""
+    wanted = set(topics)
+    settings_of = dict(Topic.all_objects.filter(name__in=wanted).values_list("name", "check_give_up"))
+    return bool(wanted) and all(settings_of.get(name) == CheckGiveUp.COMMIT for name in wanted)
 
 
 def _due_taken(now: datetime) -> list[tuple[str, str, str | None]]:

@@ -219,7 +219,7 @@ def url_check(*, url: Any, allowed: AllowList, biz: str | None, field: str, what
 @dataclass(frozen=True)
 class Call:
     """One POST of `body` as JSON to `url` for business line `biz` (its group for the
-    concurrency bound)."""
+    concurrency bound); bytes are posted as they are (a body signed over its exact bytes)."""
 
     url: str
     body: Any
@@ -313,7 +313,7 @@ async def _send(client: httpx.AsyncClient, target: Target, call: Call, allowed: 
     request = client.build_request(
         "POST",
         f"{target.scheme}://{literal}:{target.port}{target.path}",
-        content=json.dumps(call.body).encode(),
+        content=call.body if isinstance(call.body, bytes) else json.dumps(call.body).encode(),
         headers={**call.headers, "Host": host_header, "Content-Type": "application/json", "User-Agent": user_agent},
         # TLS is verified against the name in the URL, not the address connected to.
         extensions={"sni_hostname": target.host} if target.scheme == "https" and _address(target.host) is None else {},

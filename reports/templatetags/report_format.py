@@ -27,6 +27,11 @@ def hours(value: float | None) -> str:
 
 
 @register.filter
+def drain(row: dict[str, Any]) -> str:
+    return formatting.human_drain(row)
+
+
+@register.filter
 def window(params: dict[str, Any] | None) -> str:
     params = params or {}
     return formatting.human_window(params.get("since"), params.get("until"))

@@ -6,11 +6,17 @@ messages produced or pulled since would count as waiting or running at the windo
 Every change of status writes an event carrying the status after it (`status_after`), so
 the state just before `as_of` is the status after the last event before it. The effect time
 of a waiting message is the one its last event set: a retry or an expired lease logs
-"retry at <time>", a release or a redrive makes it deliverable at once. A message whose row
+"retry at <time>", a consumer's snooze "snoozed until <time>" (both `retry_scheduled`
+events), a release or a redrive makes it deliverable at once. A message whose row
 has not changed since `as_of` is in that state still, row and all.
 
-A message produced as half of a transaction (PREPARED: still so, or with a "committed"
-event) was not waiting before its commit: it starts PREPARED, not NEW.
+A message produced as half of a transaction (PREPARED: still so, with a "committed" event,
+or cancelled before a commit) was not waiting before its commit: it starts PREPARED, not
+NEW. One cancelled before its commit was never produced: it neither flows in nor out.
+
+A copy (a replay's, an archive redrive's, a move's) keeps its original's add time but
+entered the heap when it was made (`copied_at`): before then it was not there, and it has
+waited since then at the earliest. `entered_at` is that moment for every message.
 
 One gap: a message produced with a delay, still waiting at `as_of` and retried later, lost
 its first effect time to the retry; it counts as deliverable from its add time.
@@ -39,14 +45,26 @@ def ordered(events: DataFrame) -> WindowSpec:
     return Window.partitionBy("message_id").orderBy(F.col("at"), F.coalesce(F.col("id"), F.lit(_LAST_ID)))
 
 
+# The due time a retry, an expired lease or a snooze logs: "... retry at <ISO 8601>" or
+# "snoozed until <ISO 8601>: <the consumer's log>" (the time alone, not the colon after it).
+DUE_TIME = r"(?:retry at|snoozed until) (\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)"
+
+
 def retry_time(log: Column) -> Column:
-    """The effect time a retry or an expired lease logs ("... retry at <ISO 8601>")."""
-    text = F.regexp_extract(log, r"retry at (\S+)", 1)
+    """The effect time a retry, an expired lease or a snooze logs."""
+    text = F.regexp_extract(log, DUE_TIME, 1)
     return F.when(text != "", text.cast("timestamp"))
 
 
+def entered_at() -> Column:
+    """When a message entered the heap (unless produced PREPARED): its copy time for a copy,
+    else its add time."""
+    return F.coalesce(F.col("copied_at"), F.col("add_time"))
+
+
 def state_as_of(messages: DataFrame, events: DataFrame, *, as_of: datetime) -> DataFrame:
-    """Per message produced before `as_of`: topic, group, its status and effect time then.
+    """Per message that entered before `as_of` (`entered_at`): topic, group, its status and
+    effect time then.
 
     `events` are the message's events (trace rows and the pulls its row holds) of any time,
     with columns message_id, id, event, at, status_after, log.
@@ -69,7 +87,7 @@ def state_as_of(messages: DataFrame, events: DataFrame, *, as_of: datetime) -> D
         .withColumn("changed", F.lit(True))
     )
     joined = (
-        messages.where(F.col("add_time") < moment)
+        messages.where(entered_at() < moment)
         .join(last, messages["id"] == last["message_id"], "left").drop("message_id")
         .join(later, messages["id"] == later["message_id"], "left").drop("message_id")
         .join(prepared, messages["id"] == prepared["message_id"], "left").drop("message_id")
@@ -90,13 +108,23 @@ def state_as_of(messages: DataFrame, events: DataFrame, *, as_of: datetime) -> D
         .when(row_effect_kept, F.col("effect_time"))
         .otherwise(F.coalesce(F.col("last_at"), F.col("add_time")))
     )
+    # A copy was due at the earliest when it was made (its row may hold the original's time).
+    effect = F.greatest(effect, F.coalesce(F.col("copied_at"), effect))
     return joined.select("id", *KEYS, "add_time", status.alias("status"), effect.alias("effect_time"))
+
+
+# In the log of the `cancelled` event of a message cancelled while PREPARED
+# (messages.states.PREPARED_CANCEL_LOG).
+PREPARED_CANCEL_LOG = "cancelled while PREPARED, before its commit"
 
 
 def born_prepared(messages: DataFrame, events: DataFrame) -> DataFrame:
     """Ids (`message_id`) of messages produced PREPARED (half of a transaction): still
-    PREPARED, or committed later."""
-    committed = events.where(F.col("event") == "committed").select("message_id")
+    PREPARED, committed later, or cancelled before a commit."""
+    committed = events.where(
+        (F.col("event") == "committed")
+        | ((F.col("event") == "cancelled") & F.col("log").contains(PREPARED_CANCEL_LOG))
+    ).select("message_id")
     still = messages.where(F.col("status") == "PREPARED").select(F.col("id").alias("message_id"))
     return committed.unionByName(still).distinct()
 

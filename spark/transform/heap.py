@@ -11,7 +11,7 @@ from datetime import datetime
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from spark.transform import KEYS, seconds_between
+from spark.transform import KEYS, asof, seconds_between
 
 TREND_BAND = 0.01
 
@@ -21,21 +21,23 @@ def hourly_flow(
 ) -> DataFrame:
     """Inflow and outflow per topic, group and hour of the window.
 
-    Inflow: messages that became unfinished: produced (unless produced PREPARED, ids in
-    `prepared`: those enter when committed), or back in the heap after they had finished
-    (`changes` "in", `asof.transitions`); outflow: messages that finished (`changes` "out").
+    Inflow: messages that became unfinished: produced, or a copy when it was made
+    (`asof.entered_at`; not one produced PREPARED, ids in `prepared`: those enter when
+    committed), or back in the heap after they had finished (`changes` "in",
+    `asof.transitions`); outflow: messages that finished (`changes` "out").
     A redriven message that fails again thus flows in and out twice, and the flow balances
     the heap's change.
     """
     keys = messages.select(F.col("id").alias("message_id"), *KEYS)
+    entered = messages.withColumn("at", asof.entered_at())
     produced = (
-        messages.where((F.col("add_time") >= F.lit(since)) & (F.col("add_time") < F.lit(until)))
-        .join(prepared, messages["id"] == prepared["message_id"], "left_anti")
-        .select(*KEYS, F.col("add_time").alias("at"))
+        entered.where((F.col("at") >= F.lit(since)) & (F.col("at") < F.lit(until)))
+        .join(prepared, entered["id"] == prepared["message_id"], "left_anti")
+        .select(*KEYS, "at")
     )
     moved = changes.join(keys, "message_id", "inner")
-    entered = produced.unionByName(moved.where(F.col("direction") == "in").select(*KEYS, "at"))
-    inflow = entered.groupBy(*KEYS, F.date_trunc("hour", "at").alias("hour")).agg(F.count("*").alias("inflow"))
+    came = produced.unionByName(moved.where(F.col("direction") == "in").select(*KEYS, "at"))
+    inflow = came.groupBy(*KEYS, F.date_trunc("hour", "at").alias("hour")).agg(F.count("*").alias("inflow"))
     outflow = (
         moved.where(F.col("direction") == "out")
         .groupBy(*KEYS, F.date_trunc("hour", "at").alias("hour"))

@@ -6,6 +6,7 @@
 (function () {
   "use strict";
 
+  // The plot's own box: its whole canvas, right axis and title included, stays inside it.
   function width(box) { return Math.max(320, box.clientWidth - 8); }
   function utc(ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); }
   // 24-hour UTC times: the hour in the legend, the day on the axis where it changes.
@@ -48,7 +49,7 @@
     box.setAttribute("data-topic", item.topic);
     return new uPlot({
       title: item.topic + ": flow per hour, unfinished at each hour's end",
-      width: width(root), height: 220, tzDate: utc,
+      width: width(box), height: 220, tzDate: utc,
       series: [
         { label: "hour (UTC)", value: function (u, ts) { return ts == null ? "—" : hourLong(utc(ts)); } },
         { label: "inflow", stroke: "#2563eb", fill: "rgba(37,99,235,.35)", value: count,
@@ -73,7 +74,7 @@
     var cat = categories(data.labels);
     return new uPlot({
       title: data.labels.length ? "Backlog as of the window's end" : "No backlog",
-      width: width(root), height: 240,
+      width: width(box), height: 240,
       series: [
         { label: "group", value: function (u, i) { return i == null ? "—" : data.labels[i]; } },
         { label: "backlog", stroke: "#c0504d", fill: "rgba(192,80,77,.5)", value: count,
@@ -95,7 +96,7 @@
     var seconds = function (u, v) { return v == null ? "—" : v + " s"; };
     return new uPlot({
       title: "Latency percentiles, produce to success (nearest rank)",
-      width: width(root), height: 260,
+      width: width(box), height: 260,
       series: [
         { label: "group", value: function (u, i) { return i == null ? "—" : data.labels[i]; } },
         Object.assign({ label: "p50", value: seconds }, dots("#2563eb")),

@@ -19,19 +19,23 @@ def test_it_drains_once_per_tree_and_round_and_reports_the_medians(
 ) -> None:
     (tmp_path / "again").symlink_to(ROOT)  # the same code under a second name
 
-    rates = ab.main(["--messages", "300", "--rounds", "1", str(ROOT), str(tmp_path / "again")])
+    rates = ab.main(["--messages", "300", "--produce", "300", "--samples", "5", "--waiters", "20",
+                     "--rounds", "1", "--figures", "produce,e2e,latency,burst", str(ROOT), str(tmp_path / "again")])
 
-    assert [len(values) for values in rates.values()] == [1, 1]
-    assert all(value > 0 for values in rates.values() for value in values)
+    assert len(rates) == 2
+    for figures in rates.values():
+        assert all(len(series) == 1 for series in figures.values())
+        assert figures["produce_msg_s"][0] > 0 and figures["e2e_msg_s"][0] > 0 and figures["latency_p50_ms"][0] > 0
+        assert figures["burst_served"] == [20.0] and figures["burst_errors"] == [0.0]
     out = capsys.readouterr().out
     assert out.count('"round": 1') == 2 and '"mariadb"' in out
-    assert f"{ROOT}: median" in out and "1.000 x" in out
+    assert f"== {ROOT}" in out and "1.000 x first" in out
 
 
 def test_a_tree_whose_drain_fails_is_named_with_its_error(tmp_path: Path) -> None:
     (tmp_path / ".venv" / "bin").mkdir(parents=True)
     (tmp_path / ".venv" / "bin" / "python").symlink_to(ROOT / ".venv" / "bin" / "python")
 
-    with pytest.raises(RuntimeError, match=f"the drain in {tmp_path} failed") as failed:
-        ab.drain(tmp_path, 10)
+    with pytest.raises(RuntimeError, match=f"the run in {tmp_path} failed") as failed:
+        ab.run(tmp_path, "import bench", {})
     assert "No module named 'bench'" in str(failed.value)

@@ -9,12 +9,15 @@ never how fast anything was.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import httpx
 import pytest
 
 from bench import dblimit, load, report
-from bench.common import BenchBroker, mysql_connect, summary
+from bench.common import ROOT, BenchBroker, mysql_connect, summary
 
 pytestmark = pytest.mark.e2e
 
@@ -167,3 +170,17 @@ def test_the_long_poll_figure_waits_for_the_pulls_of_every_broker_process(tmp_pa
     assert lp["errors"]["max"] == lp["one_process"]["errors"]["max"] == 0
     report.write(results.data, tmp_path)
     assert "the same burst on one broker process | served 20 (20-20), errors 0 (0-0)" in (tmp_path / "results.md").read_text()
+
+
+def test_statements_per_message_counts_a_steady_drain_at_one_commit_per_pull() -> None:
+    """`python -m bench.statements` (what `bench.ab` compares between trees): the database's
+    own counters; a drain whose pulls carry the acks of the batch before commits once per
+    pull (2 full pulls of 100, then the last, empty one that carries the last acks)."""
+    done = subprocess.run([sys.executable, "-m", "bench.statements", "--messages", "200"], cwd=ROOT,
+                          env={**os.environ, "MQ_BENCH_ID": f"smoke_{os.getpid()}"},
+                          capture_output=True, text=True, timeout=300, check=False)
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")] or [done.stderr[-2000:]]
+    figures = json.loads(line.removeprefix("RESULT "))
+    assert set(figures) == {"produce", "pull_ack", "idle_produce_pull_ack"}
+    assert round(figures["pull_ack"]["Com_commit"] * 200) == 3
+    assert round(figures["produce"]["Com_commit"] * 200) == 2  # one per batch of 100

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -102,6 +103,18 @@ def page(browser: Any, console: Console) -> Iterator[Any]:
     page.on("dialog", lambda dialog: dialog.accept())
     yield page
     assert page.csp_errors == [], page.csp_errors
+    context.close()
+
+
+@contextmanager
+def page_at(browser: Any, width: int, locale: str = "en-US") -> Iterator[Any]:
+    """A page of a fresh context `width` px wide (a phone's height at 390) in `locale`;
+    confirmation dialogs are accepted."""
+    context = browser.new_context(viewport={"width": width, "height": 900 if width > 390 else 844}, locale=locale)
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    page.on("dialog", lambda dialog: dialog.accept())
+    yield page
     context.close()
 
 

@@ -91,7 +91,8 @@ def test_it_draws_the_dashboard_chart_with_axes_and_switches_ranges(wide_page: A
     legend = chart.locator(".chart-counters .u-legend").inner_text().lower()
     assert "produced" in legend and re.search(r"time\s*\d{4}-\d{2}-\d{2}", legend)  # the hovered point
     shot(page, "dashboard-chart-1440")
-    chart.locator("button[data-range='7d']").click()
+    chart.locator("[data-range='7d']").click()  # the dashboard's one range: cards and charts
+    page.wait_for_url("**/?window=week")
     page.wait_for_selector("[data-chart-drawn='7d']")
     assert chart.get_attribute("data-chart-points") == "84"
     shot(page, "dashboard-chart-7d-1440")

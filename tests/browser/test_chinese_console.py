@@ -21,6 +21,7 @@ KEPT = {
     "new",
     "fail",
     "timeout",
+    "expired",
     "utc",
     "broker",
     "url",

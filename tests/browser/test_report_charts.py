@@ -72,3 +72,46 @@ def test_it_draws_a_trace_reports_latency_on_a_log_scale(page: Any, console: Con
     page.mouse.move(box["x"] + box["width"] * 3 / 4, box["y"] + box["height"] / 2)
     assert "mail/default" in latency.locator(".u-legend").inner_text()  # 2024/x had no success
     shot(page, "report-trace-latency")
+
+
+def overflow(page: Any, selector: str) -> dict[str, float]:
+    """How a table sits in its scrolling wrapper, and where its last column ends."""
+    return page.evaluate(
+        """(selector) => {
+            const table = document.querySelector(selector), wrap = table.closest('.table-wrap');
+            const cells = table.querySelectorAll('tr:first-child > *');
+            return {table: table.scrollWidth, wrap: wrap.clientWidth, page: document.documentElement.clientWidth,
+                    last: cells[cells.length - 1].getBoundingClientRect().right};
+        }""",
+        selector,
+    )
+
+
+def test_the_report_tables_fit_a_1440_px_screen_and_the_right_axis_title_is_whole(
+    page: Any, console: Console
+) -> None:
+    page.set_viewport_size({"width": 1440, "height": 900})
+    rows = [{**g, "expired": 12, "cancelled": 3, "prepared": 2, "retried": 4, "attempts_avg": 1.25,
+             "attempts_max": 3, "lease_expiries": 1, "latency_p50": 12.5, "latency_p90": 120.25,
+             "latency_p99": 1289.75, "processing_p50": 0.125, "processing_p90": 1.5, "processing_p99": 12.875,
+             "messages": 12345, "success": 11000, "group": "settlement-eu-west"} for g in TRACE["groups"]]
+    trace_id = done_run(console, "trace", {**TRACE, "groups": rows, "attempts": [], "consumers": []})
+    login(page, console)
+    page.goto(f"{console.url}/reports/{trace_id}/")
+    fit = overflow(page, "#trace-groups")
+    assert fit["table"] <= fit["wrap"] and fit["last"] <= fit["page"], fit
+    header = page.locator("#trace-groups thead th").all_inner_texts()
+    assert [h.lower() for h in header[8:11]] == ["new", "running", "prepared"]  # its own column
+    assert "prepared" not in page.locator("#trace-groups tbody td:nth-child(10)").first.inner_text()
+    shot(page, "report-trace-1440")
+
+    heap_id = done_run(console, "heap", HEAP)
+    page.goto(f"{console.url}/reports/{heap_id}/")
+    page.wait_for_selector("#report-charts[data-report-chart-drawn='3']")
+    fit = overflow(page, "#heap-groups")
+    assert fit["table"] <= fit["wrap"] and fit["last"] <= fit["page"], fit
+    chart = page.locator("#report-charts .report-flow").first
+    box, canvas = chart.bounding_box(), chart.locator("canvas").bounding_box()
+    assert box["x"] <= canvas["x"] and canvas["x"] + canvas["width"] <= box["x"] + box["width"], (canvas, box)
+    chart.screenshot(path="/tmp/rep-flow-chart.png")
+    shot(page, "report-heap-1440")

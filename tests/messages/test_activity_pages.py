@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from django.core.management import call_command
 from django.utils import timezone
 
 from messages.alarms.models import Alarm
@@ -48,15 +49,16 @@ def test_it_shows_what_each_consumer_holds_with_lease_age(orders: Topic, clients
 
 
 def test_it_flags_stale_maintenance_jobs(db: Any, clients: dict[str, Any]) -> None:
+    call_command("setup_maintenance", verbosity=0)
     now = timezone.now()
     MaintenanceRun.objects.create(job="flush", outcome="ok", runs=3, last_started_at=now, last_finished_at=now,
                                   last_ok_at=now, last_duration_ms=12)
-    MaintenanceRun.objects.create(job="recover", outcome="ok", runs=1, last_started_at=now - timedelta(hours=1),
+    MaintenanceRun.objects.create(job="retry", outcome="ok", runs=1, last_started_at=now - timedelta(hours=1),
                                   last_ok_at=now - timedelta(hours=1), last_duration_ms=3)
     body = clients["viewer"].get("/maintenance/").content.decode()
     rows = {line.split("<td>")[1].split("</td>")[0]: line for line in body.split("<tr") if "<td>" in line}
     assert "stale" not in rows["flush"] and "12 ms" in rows["flush"]
-    assert "stale" in rows["recover"]
+    assert "stale" in rows["retry"]
 
 
 def test_it_shows_alarm_history_of_visible_topics_only(orders: Topic, foreign_topic: Topic,

@@ -11,7 +11,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from messages.archive.models import MessageArchive
-from messages.models import Message, Status
+from messages.delivery.lifecycle import leases_recover
+from messages.models import Message, MessageTrace, Status
 from messages.operations.bulk import bulk_job_run
 from messages.operations.models import BulkJob
 from mqcenter.models import AuditEntry
@@ -207,11 +208,47 @@ def test_deleting_a_group_removes_its_new_messages_and_stops_its_copies(admin_ap
     produce(producer_api, {"topic": "orders", "data": 1}, {"topic": "orders", "data": 2})
     [running] = pull(consumer_api, "orders", group="audit", max_messages=1)
     assert admin_api.delete("/api/v1/topics/orders/groups/audit").status_code == 204
-    assert list(Message.objects.filter(group_name="audit").values_list("id", flat=True)) == [running["id"]]
+    assert list(Message.objects.filter(group_name="audit").values_list("id", "status")) == [
+        (running["id"], Status.CANCELLED)]
     produce(producer_api, {"topic": "orders", "data": 3})
     assert copies()["billing"] == ["1", "2", "3"]
-    assert ack(consumer_api, "c1", {"id": running["id"], "status": "SUCCESS"})[0]["outcome"] == "success"
+    assert ack(consumer_api, "c1", {"id": running["id"], "status": "SUCCESS"})[0]["outcome"] == "stale"
     expect_error(admin_api.get("/api/v1/topics/orders/groups/audit"), 404, "not_found")
+
+
+def test_a_deleted_group_leaves_nothing_a_group_of_its_name_sees(admin_api, producer_api, consumer_api, orders):
+    produce(producer_api, *({"topic": "orders", "data": n, "retry_count": 0} for n in range(3)))
+    leased, failed = pull(consumer_api, "orders", group="audit", consumer="c1", max_messages=2)
+    assert ack(consumer_api, "c1", {"id": failed["id"], "status": "FAIL"})[0]["outcome"] == "failed"
+    assert admin_api.delete("/api/v1/topics/orders/groups/audit").status_code == 204
+    ended = dict(Message.objects.filter(group_name="audit").values_list("id", "status"))
+    assert ended == {leased["id"]: Status.CANCELLED, failed["id"]: Status.CANCELLED}
+    for message_id in ended:
+        last = MessageTrace.objects.filter(message_id=message_id).order_by("id").last()
+        assert (last.event, last.status_after, last.log) == ("cancelled", Status.CANCELLED, "group audit deleted")
+    # Its lease passing changes nothing: the row is no longer RUNNING.
+    Message.objects.filter(id=leased["id"]).update(lease_expires_at=timezone.now() - timedelta(hours=1))
+    leases_recover()
+    assert Message.objects.get(id=leased["id"]).status == Status.CANCELLED
+
+    status = admin_api.post("/api/v1/topics/orders/groups", {"group": "audit", "start": "latest"}).json()
+    assert (status["backlog"], status["in_flight"], status["dead"]) == (0, 0, 0)
+    assert pull(consumer_api, "orders", group="audit", consumer="c2", max_messages=10) == []
+
+
+def test_a_group_re_created_before_its_predecessors_rows_are_ended_ends_them_first(
+    admin_api, producer_api, consumer_api, orders, monkeypatch,
+):
+    produce(producer_api, {"topic": "orders", "data": 1})
+    [leased] = pull(consumer_api, "orders", group="audit", consumer="c1")
+    # The delete's batches not run yet: only its group row is gone.
+    monkeypatch.setattr("messages.subscriptions._leftovers_end", lambda *args, **kwargs: 0)
+    assert admin_api.delete("/api/v1/topics/orders/groups/audit").status_code == 204
+    monkeypatch.undo()
+    assert Message.objects.get(id=leased["id"]).status == Status.RUNNING
+    status = admin_api.post("/api/v1/topics/orders/groups", {"group": "audit"}).json()
+    assert (status["backlog"], status["in_flight"]) == (0, 0)
+    assert Message.objects.get(id=leased["id"]).status == Status.CANCELLED
 
 
 def test_a_paused_group_answers_empty_until_resumed(admin_api, producer_api, consumer_api, orders):
@@ -279,11 +316,37 @@ def test_it_refuses_bad_group_settings_and_creates_nothing(admin_api, orders, bo
     assert (billing.mode, billing.max_in_flight, billing.rate_per_second) == ("queue", None, None)
 
 
-def test_unknown_topics_and_groups_are_404_and_a_taken_name_409(admin_api, orders):
-    expect_error(admin_api.post("/api/v1/topics/nope/groups", {"group": "x"}), 404, "not_found")
+def test_unknown_groups_are_404_and_a_taken_name_409(admin_api, orders):
     expect_error(admin_api.patch("/api/v1/topics/orders/groups/nope", {"paused": True}), 404, "not_found")
     expect_error(admin_api.delete("/api/v1/topics/orders/groups/nope"), 404, "not_found")
     expect_error(admin_api.post("/api/v1/topics/orders/groups", {"group": "billing"}), 409, "conflict")
+
+
+def test_a_group_created_on_a_missing_topic_creates_the_topic_as_a_produce_does(shop_admin_api, shop):
+    response = shop_admin_api.post("/api/v1/topics/invoices/groups", {"group": "billing", "mode": "serial"})
+    assert response.status_code == 201, response.content
+    assert (response.json()["topic"], response.json()["mode"]) == ("invoices", "serial")
+    topic = Topic.objects.get(name="invoices")
+    assert topic.biz_id == shop.pk  # the token's line, as a produce's auto-created topic
+    assert list(topic.groups.values_list("name", "subscribed")) == [("billing", True)]
+
+
+def test_a_refused_group_on_a_missing_topic_creates_no_topic(shop_admin_api):
+    expect_error(shop_admin_api.post("/api/v1/topics/invoices/groups", {"group": "billing", "mode": "fifo"}),
+                 400, "invalid_request", "mode")
+    expect_error(shop_admin_api.post("/api/v1/topics/invoices/groups", {"group": "bad name"}),
+                 400, "invalid_request", "group")
+    expect_error(shop_admin_api.post("/api/v1/topics/bad%20name/groups", {"group": "billing"}), 404, "not_found")
+    expect_error(shop_admin_api.post("/api/v1/topics/invoices/groups",
+                                     {"group": "billing", "filter": {"expression": "tag IN ("}}),
+                 400, "invalid_request", "filter.expression")
+    assert not Topic.objects.exists()
+
+
+@override_settings(MQ_AUTO_CREATE_TOPICS=False)
+def test_without_topic_auto_creation_a_group_on_a_missing_topic_is_404(admin_api):
+    expect_error(admin_api.post("/api/v1/topics/nope/groups", {"group": "x"}), 404, "not_found")
+    assert not Topic.objects.exists()
 
 
 def test_another_business_line_cannot_see_or_change_the_groups(outsider_api, orders):
@@ -312,3 +375,38 @@ def test_it_manages_and_audits_the_groups_of_a_topic_with_a_long_name(admin_api,
     assert [e.action for e in entries] == ["group.create", "group.update", "group.replay", "group.delete"]
     assert {((e.after or e.before)["topic"], (e.after or e.before)["group"]) for e in entries} == {(name, "g" * 100)}
     assert {e.target_type for e in entries} == {"TopicGroup"}
+
+
+def test_a_publish_that_lands_in_default_says_so_in_the_answer_and_the_console(
+    producer_api, admin_api, shop, client, django_user_model,
+):
+    Topic.objects.create(name="orders.bare", biz=shop)
+    response = producer_api.post("/api/v1/messages", {"messages": [
+        {"topic": "orders.bare", "data": 1}, {"topic": "orders.bare", "data": 2},
+        {"topic": "orders.bare", "group": "named", "data": 3}]})
+    assert response.status_code == 201, response.content
+    [note] = response.json()["notes"]
+    assert (note["code"], note["topic"], note["group"], note["count"]) == ("no_subscriber", "orders.bare", "default", 2)
+    assert "/api/v1/messages/move" in note["message"]
+    # A named group's message or a publish with a subscriber carries no note.
+    assert "notes" not in producer_api.post("/api/v1/messages", {"messages": [
+        {"topic": "orders.bare", "group": "named", "data": 4}]}).json()
+    assert admin_api.post("/api/v1/topics/orders.bare/groups", {"group": "billing"}).status_code == 201
+    assert "notes" not in produce_answer(producer_api, {"topic": "orders.bare", "data": 5})
+
+    client.force_login(django_user_model.objects.create_superuser("boss", password="pw-123456789"))
+    page = client.get("/topics/orders.bare/").content.decode()
+    assert "2 messages published while no group was subscribed wait in group <strong>default</strong>" in page
+    assert "?topic=orders.bare&amp;group=default&amp;status=NEW" in page
+    # The console's own produce says it too.
+    Topic.objects.create(name="orders.empty", biz=shop)
+    added = client.post("/messages/add/", {"topic": "orders.empty", "data": "{}"})
+    assert added.status_code == 303, added.content
+    shown = client.get(added["Location"]).content.decode()
+    assert "No group is subscribed to topic orders.empty" in shown
+
+
+def produce_answer(api, *items):
+    response = api.post("/api/v1/messages", {"messages": list(items)})
+    assert response.status_code == 201, response.content
+    return response.json()

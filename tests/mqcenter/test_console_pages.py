@@ -125,8 +125,32 @@ def test_it_edits_data_status_effect_time_and_retries(clients: dict[str, Client]
     assert failed.data == '{"order":42,"fixed":true}' and failed.status == Status.NEW
     assert failed.effect_time.isoformat() == "2030-01-02T03:04:05+00:00" and failed.retry_remaining == 3
     page = clients["operator"].get(f"/messages/{failed.id}/").content.decode()
-    assert "changed data, effect_time, retry_remaining, status" in page  # the trace entry
+    # The trace's "Edited" shows what changed, before and after (from the audit).
+    changes = page[page.index('class="diff trace-changes"'):]
+    changes = changes[: changes.index("</table>")]
+    assert re.search(r"<th>status</th><td class=\"before\">FAIL</td><td class=\"after\">NEW</td>", changes), changes
+    assert "retry remaining" in changes and "effect time" in changes
     assert "Saved message" in page
+
+
+def test_it_words_the_trace_as_an_operator_reads_it(clients: dict[str, Client], failed: Message) -> None:
+    from django.utils import timezone
+
+    now = timezone.now()
+    MessageTrace.objects.create(message_id=failed.id, event="nacked", actor="host-a:1:c", at=now, attempt=1,
+                                status_after=Status.RUNNING, log="bad card")
+    MessageTrace.objects.create(message_id=failed.id, event="retry_scheduled", actor="host-a:1:c", at=now, attempt=1,
+                                status_after=Status.NEW, log="retry at 2026-11-27T14:05:00.123456+00:00")
+    response = clients["operator"].post("/messages/bulk/", {"action": "requeue", "ids": [str(failed.id)]})
+    assert response.status_code == 303
+    page = clients["operator"].get(f"/messages/{failed.id}/").content.decode()
+    trace = page[page.index('id="trace"'):]
+    trace = trace[: trace.index("</ol>")]
+    assert "<strong>Requeued</strong>" in trace and "Redriven" not in trace and "<pre>requeue</pre>" not in trace
+    nack = trace[trace.index("ev-nacked"):]
+    nack = nack[: nack.index("</li>")]
+    assert "s-RUNNING" not in nack  # a nack does not deliver it again
+    assert "retry at 2026-11-27 14:05:00 UTC" in trace and ".123456" not in trace
 
 
 def test_it_refuses_invalid_json_without_changing_the_message(clients: dict[str, Client], failed: Message) -> None:
@@ -159,7 +183,9 @@ def test_it_groups_dead_letters_by_topic_group_and_reason(clients: dict[str, Cli
     add_message("orders", Status.TIMEOUT, log="lease expired")
     page = clients["viewer"].get("/dead/").content.decode()
     assert "ValueError: bad sku" in page and "lease expired" in page
-    assert re.search(r"ValueError: bad sku</code></td>\s*<td class=\"num dead-count\">3<", page)
+    row = page[page.index('class="dead-group"'):]
+    row = row[: row.index("</tr>")]
+    assert re.search(r'<td class="num dead-count"[^>]*>3<', row) and "ValueError: bad sku</code>" in row
     assert "Redrive" not in page.split("<tbody>")[1]  # viewers get no buttons
     assert "Redrive 3" in clients["operator"].get("/dead/").content.decode()
     assert "Redrive all of orders" in clients["operator"].get("/dead/?topic=orders").content.decode()
@@ -269,3 +295,16 @@ def test_it_shows_a_topic_named_new_instead_of_the_create_form(shop: Biz) -> Non
 
     assert page.status_code == 200
     assert "a topic called new" in page.content.decode()
+
+
+def test_it_shows_per_state_counts_of_the_filter_from_the_live_counters(clients: dict[str, Client], orders: Topic) -> None:
+    for status in (Status.NEW, Status.NEW, Status.RUNNING, Status.FAIL, Status.EXPIRED, Status.SUCCESS):
+        add_message("orders", status)
+    page = clients["viewer"].get("/messages/?topic=orders").content.decode()
+    counts = page[page.index('id="state-counts"'):]
+    counts = counts[: counts.index("</p>")]
+    assert "≈" not in counts  # topic (and group, status) only: the counters are this filter's counts
+    assert 'class="state-1">2<' in counts and 'class="state-2">1<' in counts and 'class="state-3">2<' in counts
+    assert "status=FAIL%2CTIMEOUT%2CEXPIRED" in counts
+    narrowed = clients["viewer"].get("/messages/?topic=orders&key=k-1").content.decode()
+    assert ">≈</span>" in narrowed[narrowed.index('id="state-counts"'):]  # an estimate, marked

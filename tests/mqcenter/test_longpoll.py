@@ -122,3 +122,33 @@ def test_a_woken_answer_carries_the_headers_django_gives_an_immediate_one(broker
     assert shown(woken) == shown(immediate)
     assert woken.headers["strict-transport-security"] == "max-age=3600"
     assert woken.headers["content-type"] == "application/json"
+
+
+def test_a_burst_hands_every_waiting_pull_its_own_message(broker: Broker, tokens: dict[str, str]) -> None:
+    """Pulls woken together are claimed for together (`mqcenter/pull_batches.py`): each
+    message reaches exactly one pull, and every pull gets one."""
+    broker.post("/api/v1/messages", {"messages": [{"topic": "burst", "data": -1}]}, tokens["produce"])
+    assert len(broker.post("/api/v1/pull", {"topic": "burst", "consumer": "c"}, tokens["consume"]).json()["messages"]) == 1
+    count = 24
+    answers: list[httpx.Response] = []
+    lock = threading.Lock()
+
+    def pull(i: int) -> None:
+        response = broker.post("/api/v1/pull", {"topic": "burst", "consumer": f"w{i}", "wait_seconds": 20},
+                               tokens["consume"])
+        with lock:
+            answers.append(response)
+
+    waiters = [threading.Thread(target=pull, args=(i,)) for i in range(count)]
+    for waiter in waiters:
+        waiter.start()
+    waiting_pulls_reach(count)
+    stored = broker.post("/api/v1/messages", {"messages": [{"topic": "burst", "data": i} for i in range(count)]},
+                         tokens["produce"]).json()["messages"]
+    for waiter in waiters:
+        waiter.join(timeout=25)
+
+    assert [a.status_code for a in answers] == [200] * count
+    handed = [m["id"] for a in answers for m in a.json()["messages"]]
+    assert sorted(handed) == sorted(m["id"] for m in stored)
+    assert all(len(a.json()["messages"]) == 1 for a in answers)

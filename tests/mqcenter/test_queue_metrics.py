@@ -23,7 +23,7 @@ def samples(body: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]
 def test_it_exports_backlog_gauges_counters_and_consumers_per_topic_and_group(admin_api, db):
     now = minute_of(timezone.now())
     StatsBucket.objects.create(topic="orders", group_name="billing", minute=now - timedelta(minutes=30),
-                               produced=7, succeeded=5, failed=1, retried=1, deliverable=99, dead=0)
+                               produced=7, succeeded=5, failed=1, retried=1, expired=2, deliverable=99, dead=0)
     StatsBucket.objects.create(topic="orders", group_name="billing", minute=now, produced=3, succeeded=2,
                                deliverable=12, delayed=4, running=2, dead=1, oldest_deliverable_age_seconds=45.5)
     StatsBucket.objects.create(topic="mail", group_name="default", minute=now - timedelta(minutes=30), produced=1,
@@ -41,6 +41,7 @@ def test_it_exports_backlog_gauges_counters_and_consumers_per_topic_and_group(ad
     assert got[("mq_queue_produced_total", key)] == 10
     assert got[("mq_queue_acked_total", key)] == 7
     assert got[("mq_queue_failed_total", key)] == 1
+    assert got[("mq_queue_expired_total", key)] == 2  # EXPIRED dead letters, apart from FAIL/TIMEOUT
     assert got[("mq_queue_delivered_total", key)] == 9
     stale = (("group", "default"), ("topic", "mail"))
     assert ("mq_queue_backlog", stale) not in got  # no recent snapshot: no gauge

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import re
+import signal
 import socket
 import subprocess
 import sys
@@ -73,15 +73,28 @@ def test_runbroker_refuses_a_taken_port(tmp_path: Path) -> None:
 
 
 def _printed_shell(out: str) -> str:
-    """The printed example lines as one shell script (labels and the note taken away)."""
+    """The printed lines to paste, as one shell script (their indentation taken away)."""
+    block = out.split("  Paste into a shell (the README's lines):\n\n", 1)[1]
     lines = []
-    for line in out.splitlines():
-        labelled = re.match(r"^  (In a shell|Produce|Pull|Ack):\s+(.*)$", line)
-        if labelled:
-            lines.append(labelled.group(2))
-        elif lines and lines[-1].endswith("\\") and line.startswith("              "):
-            lines.append(line.strip())
-    return "set -eu\n" + "\n".join(lines) + "\n"
+    for line in block.splitlines():
+        if line and not line.startswith("    "):
+            break
+        lines.append(line[4:])
+    return "\n".join(lines).strip("\n") + "\n"
+
+
+def _readme_shell() -> str:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Five minutes with curl", 1)[1]
+    return section.split("```sh\n", 1)[1].split("```", 1)[0]
+
+
+def _wait_until_ready(proc: subprocess.Popen, log: Path, port: int) -> str:
+    wait_for_healthz(f"http://127.0.0.1:{port}", proc, output=log.read_text)
+    deadline = time.monotonic() + 30  # "ready" is printed once the broker answers
+    while "MQ Center is ready." not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return log.read_text()
 
 
 def test_it_prints_lines_that_ack_the_message_they_produced_on_the_chosen_port(
@@ -98,20 +111,62 @@ def test_it_prints_lines_that_ack_the_message_they_produced_on_the_chosen_port(
             stderr=subprocess.STDOUT,
         )
         try:
-            wait_for_healthz(f"http://127.0.0.1:{port}", proc, output=log.read_text)
-            deadline = time.monotonic() + 30  # "ready" is printed once the broker answers
-            while "MQ Center is ready." not in log.read_text() and time.monotonic() < deadline:
-                time.sleep(0.1)
-            script = _printed_shell(log.read_text())
-            assert f"MQ_BASE=http://127.0.0.1:{port} " in script
+            script = _printed_shell(_wait_until_ready(proc, log, port))
+            export, rest = script.split("\n", 1)
+            assert export.startswith(f"export MQ_BASE=http://127.0.0.1:{port} TOKEN=mq_")
+            # The very lines of the README, but for the address and token filled in.
+            readme_export, readme_rest = _readme_shell().split("\n", 1)
+            assert readme_export.startswith("export MQ_BASE=http://127.0.0.1:8000 TOKEN=$(grep ^token=")
+            assert rest == readme_rest
             done = subprocess.run(
-                ["bash", "-c", script], capture_output=True, text=True, timeout=60, check=False
+                ["bash", "-c", "set -eu\n" + script], capture_output=True, text=True, timeout=60, check=False
             )
         finally:
             stop_processes([proc])
     assert done.returncode == 0, done.stderr
     produced, pulled_id, acked = done.stdout.strip().splitlines()
+    assert json.loads(produced)["messages"][0]["group"] == "billing"
     produced_id = json.loads(produced)["messages"][0]["id"]
     answer: dict[str, Any] = json.loads(acked)
     assert int(pulled_id) == produced_id
     assert answer == {"results": [{"id": produced_id, "outcome": "success"}]}
+
+
+def test_ctrl_c_stops_the_quick_start_and_its_celery_processes_cleanly(tmp_path: Path) -> None:
+    """Ctrl-C in a terminal sends SIGINT to the whole foreground process group: the quick
+    start, its broker and its Celery worker and beat. All end, and the exit code is 0."""
+    port = free_port()
+    log = tmp_path / "quickstart.log"
+    with log.open("wb") as output:
+        proc = subprocess.Popen(
+            [sys.executable, "manage.py", "quickstart", "--port", str(port)],
+            cwd=ROOT, env=_sqlite_env(tmp_path), stdout=output, stderr=subprocess.STDOUT,
+            start_new_session=True,  # a process group of its own, as a shell's foreground job
+        )
+        try:
+            _wait_until_ready(proc, log, port)
+            os.killpg(proc.pid, signal.SIGINT)
+            code = proc.wait(timeout=60)
+        finally:
+            stop_processes([proc])
+    out = log.read_text()
+    assert code == 0, out[-3000:]
+    assert "CommandError" not in out and "Traceback" not in out, out[-3000:]
+    with pytest.raises(ProcessLookupError):  # no process of the group is left
+        os.killpg(proc.pid, 0)
+
+
+def test_the_quick_starts_install_prints_no_build_warning_box_and_runs_once(tmp_path: Path) -> None:
+    """scripts/quickstart.sh installs through scripts/install.sh: into a fresh virtualenv it
+    prints one line (no setuptools notice box), and then nothing until pyproject.toml changes."""
+    venv = tmp_path / "venv"
+    first = subprocess.run([str(ROOT / "scripts" / "install.sh"), str(venv), "--no-deps"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=300, check=False)
+    assert first.returncode == 0, first.stdout + first.stderr
+    shown = [line for line in (first.stdout + first.stderr).splitlines()
+             if not line.startswith("WARNING: Location")]  # this machine's pip configuration
+    assert shown == [f"Installing MQ Center into {venv}/ ..."], shown
+    assert (venv / "bin" / "python").exists()
+    again = subprocess.run([str(ROOT / "scripts" / "install.sh"), str(venv), "--no-deps"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=60, check=False)
+    assert (again.returncode, again.stdout, again.stderr) == (0, "", "")

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from mqclient import BatchingProducer, BrokerUnavailable, BufferFull, InvalidRequest, Producer
-from mqclient.outgoing import AnswerMismatch, build_message, receipts
+from mqclient.outgoing import build_message
+from mqclient.receipts import AnswerMismatch, receipts
 from tests.mqclient.sdk_fakebroker import FakeBroker, free_port
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 from mqclient import ClientConfig, Message, Reject
 from mqclient.consumer import ConsumerSpec
@@ -194,3 +194,34 @@ def test_a_busy_subscription_pulls_again_once_three_quarters_of_its_buffer_are_f
 
 def _pulls_asking(broker: FakeBroker) -> list[int]:
     return [r.body["max_messages"] for r in broker.requests if r.path == "/api/v1/pull" and r.body]
+
+
+def test_a_redelivery_waits_for_its_timed_out_attempt_still_running_in_this_process(
+    fake_queue: FakeQueue, queue_broker: FakeBroker
+) -> None:
+    first_may_end = threading.Event()
+    calls: list[tuple[int, str]] = []
+    lock = threading.Lock()
+
+    def handler(message: Message) -> None:
+        with lock:
+            calls.append((message.attempt, "start"))
+        if message.attempt == 1:
+            first_may_end.wait(20)
+        with lock:
+            calls.append((message.attempt, "end"))
+
+    mid = fake_queue.add("t", "x")
+    with running(queue_broker, ConsumerSpec("t", handler, concurrency=2, timeout=0.3)):
+        wait_for(lambda: len(fake_queue.messages[mid]["acks"]) == 1)  # attempt 1 failed for its timeout
+        with fake_queue.lock:  # the broker redelivers it, as its retry policy would
+            fake_queue.messages[mid]["status"] = "NEW"
+            fake_queue.lock.notify_all()
+        wait_for(lambda: fake_queue.messages[mid]["attempt"] == 2)  # pulled again by this process
+        # Attempt 2 is held while attempt 1's thread runs, whatever the free slots.
+        with suppress(AssertionError):
+            wait_for(lambda: len(calls) > 1, timeout=1.5)
+        assert calls == [(1, "start")]
+        first_may_end.set()
+        wait_for(lambda: fake_queue.messages[mid]["status"] == "SUCCESS")
+    assert calls == [(1, "start"), (1, "end"), (2, "start"), (2, "end")]

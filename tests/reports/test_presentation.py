@@ -127,24 +127,44 @@ def test_the_email_reads_in_human_times_and_ages() -> None:
                "groups": HEAP["groups"], "verdicts": formatting.heap_verdicts(HEAP)}
     text = render_to_string("reports/heap_email.txt", context)
     html = render_to_string("reports/heap_email.html", context)
-    for body in (text, html):
+    import re
+
+    shown = re.sub(r'href="[^"]*"', "", html)  # what the reader sees, not the links' exact times
+    for body in (text, shown):
         assert "2026-01-09 22:00 UTC" in body and "2026-01-10 01:30:00 UTC" in body
         assert ".123456" not in body and "T01:30" not in body
         assert "3 h 12 min" in body and "1 min" in body
         assert " -s" not in body and "oldest -" not in body and "oldest —" not in body
         assert "growing, 30 waiting, does not drain at current rates, over its alarm threshold" in body
         assert "shrinking, drains in 2 h at current rates" in body
-    assert "orders/billing: backlog 0, in 5" in text  # no age where nothing waits
-    assert 'href="https://mq.example/messages/?topic=orders&amp;group=default&amp;status=NEW"' in html
+    # Delayed and running beside the backlog; no age and no "0.0 s" to drain where nothing waits.
+    assert ("orders/default: backlog 30 (oldest waiting 3 h 12 min), delayed 2, running 1, in 40, out 11, "
+            "growing, time to drain never at current rates") in text
+    assert "orders/billing: backlog 0, delayed 0, running 0, in 5, out 5, steady, nothing waiting" in text
+    assert "0.0 s" not in text and "0.0 s" not in html
+    # The list as it is now, of the messages produced before the window's end, and said so.
+    assert ('href="https://mq.example/messages/?topic=orders&amp;group=default&amp;status=NEW'
+            '&amp;added_before=2026-01-10T01%3A30%3A00.123456%2B00%3A00">waiting now</a>') in html
+    assert "as they are now, not as they were at the window's end" in html
 
 
 def test_verdicts_say_what_each_topic_does() -> None:
     trace = {v["topic"]: v["verdict"] for v in formatting.trace_verdicts(TRACE)}
-    assert trace["orders"] == ("10 messages, 75% of the finished succeeded, p99 latency 4 min, "
-                               "most frequent failure: db timeout")
+    assert trace["orders"] == ("10 messages, 75% of the finished succeeded, 12% failed, 12% timed out, "
+                               "p99 latency 4 min, most frequent failure: db timeout")
     assert trace["2024"].startswith("10 messages, 0% of the finished succeeded")
     steady = {**HEAP, "groups": [group("x", "y")], "alarms": []}
     assert formatting.heap_verdicts(steady)[0]["verdict"] == "steady, nothing waiting"
+
+
+def test_the_trace_verdict_counts_expired_and_cancelled_messages_as_finished() -> None:
+    rows = [group("pay", "settle", messages=4, success=3, fail=0, timeout=0, expired=1, new=0, running=0),
+            group("pay", "refund", messages=4, success=0, fail=0, timeout=0, expired=0, cancelled=4, new=0,
+                  running=0, latency_p99=None)]
+    [verdict] = formatting.trace_verdicts({"groups": rows})
+    assert verdict["verdict"] == "8 messages, 38% of the finished succeeded, 12% expired, 50% cancelled, p99 latency 3.0 s"
+    assert formatting.trace_verdicts({"groups": [group("a", "b", success=999, fail=1)]})[0]["verdict"].startswith(
+        "10 messages, >99% of the finished succeeded, <1% failed, <1% timed out")
 
 
 def test_a_window_shorter_than_a_minute_shows_seconds() -> None:
@@ -167,7 +187,70 @@ def test_the_trace_summary_on_the_command_line_shows_new_and_running() -> None:
     command._summary(ReportRun(id=3, kind="trace", result=TRACE, started_at=at, finished_at=at))
     lines = out.getvalue().splitlines()
     header = next(line for line in lines if line.startswith("topic/group"))
-    assert header.split()[5:7] == ["new", "running"]
+    statuses = ["success", "fail", "timeout", "expired", "cancelled", "new", "running", "prepared"]
+    assert header.split()[1:10] == ["msgs", *statuses]
     row = next(line for line in lines if line.startswith("orders/default"))
-    assert row.split()[5:7] == ["1", "1"]
+    assert row.split()[7:9] == ["1", "1"]
     assert any(line.startswith("orders: 10 messages") for line in lines)
+
+
+def test_the_command_line_trace_summary_columns_add_up_to_the_messages() -> None:
+    from datetime import UTC, datetime
+
+    rows = [group("pay", "settle", messages=12, success=3, fail=1, timeout=1, expired=2, cancelled=1, new=1,
+                  running=1, prepared=2)]
+    out = io.StringIO()
+    at = datetime(2026, 1, 10, tzinfo=UTC)
+    Command(stdout=out)._summary(ReportRun(id=4, kind="trace", result={**TRACE, "groups": rows},
+                                           started_at=at, finished_at=at))
+    row = next(line for line in out.getvalue().splitlines() if line.startswith("pay/settle")).split()
+    assert row[1:10] == ["12", "3", "1", "1", "2", "1", "1", "1", "2"]
+    assert int(row[1]) == sum(int(n) for n in row[2:10])
+
+
+def test_the_command_line_heap_summary_shows_delayed_running_and_no_drain_time_for_nothing() -> None:
+    from datetime import UTC, datetime
+
+    out = io.StringIO()
+    at = datetime(2026, 1, 10, tzinfo=UTC)
+    Command(stdout=out)._summary(ReportRun(id=5, kind="heap", result=HEAP, started_at=at, finished_at=at))
+    lines = out.getvalue().splitlines()
+    header = next(line for line in lines if line.startswith("topic/group")).split()
+    assert header[1:4] == ["backlog", "delayed", "running"]
+    busy = next(line for line in lines if line.startswith("orders/default")).split()
+    assert busy[1:4] == ["30", "2", "1"] and line_ends(busy, "never at current rates")
+    empty = next(line for line in lines if line.startswith("orders/billing"))
+    assert empty.endswith("steady  nothing waiting") and "0.0 s" not in empty
+
+
+def line_ends(words: list[str], text: str) -> bool:
+    return " ".join(words).endswith(text)
+
+
+def test_it_warns_at_start_up_when_report_mails_would_carry_relative_links() -> None:
+    from django.core.checks import run_checks
+    from django.test import override_settings
+
+    def warned() -> list[str]:
+        return [m.id for m in run_checks() if m.id == "mq_reports.W001"]
+
+    with override_settings(MQ_REPORT_EMAILS=["ops@example.com"], MQ_ADVERTISED_URL=""):
+        assert warned() == ["mq_reports.W001"]
+    with override_settings(MQ_REPORT_EMAILS=["ops@example.com"], MQ_ADVERTISED_URL="https://mq.example"):
+        assert warned() == []
+    with override_settings(MQ_REPORT_EMAILS=[], MQ_ADVERTISED_URL=""):
+        assert warned() == []
+
+
+def test_a_worker_says_so_when_it_starts_too(caplog: pytest.LogCaptureFixture) -> None:
+    from django.test import override_settings
+
+    from reports.tasks import report_worker_ready
+
+    with override_settings(MQ_REPORT_EMAILS=["ops@example.com"], MQ_ADVERTISED_URL=""), caplog.at_level("WARNING"):
+        report_worker_ready()
+    assert any("MQ_ADVERTISED_URL is not set" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with override_settings(MQ_REPORT_EMAILS=["ops@example.com"], MQ_ADVERTISED_URL="https://mq.example"):
+        report_worker_ready()
+    assert not caplog.records

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from messages.batches.models import Batch
 from messages.models import Message
 from messages.operations.models import BulkJob
 from messages.schedules.models import Schedule
@@ -59,6 +60,8 @@ def samples(world: dict[str, Any]) -> dict[tuple[str, str], Sample]:
         ("api:transaction", "GET"): Sample("produce"),
         ("api:transaction-commit", "POST"): Sample("produce"),
         ("api:transaction-rollback", "POST"): Sample("produce"),
+        ("api:batches", "POST"): Sample("produce", {"callback_topic": "orders", "messages": [{"topic": "orders", "data": 1}]}),
+        ("api:batch", "GET"): Sample("produce"),
         ("api:schedules", "GET"): Sample("admin", filtered=True),
         ("api:schedules", "POST"): Sample("admin", {"name": "probe", "topic": "orders", "cron": "* * * * *"}),
         ("api:schedule", "GET"): Sample("admin"),
@@ -127,11 +130,12 @@ def world(admin_api: Api, shop: Biz, other_biz: Biz) -> dict[str, Any]:
     schedule = Schedule.objects.create(name="SHOPSECRET-nightly", biz=shop, topic="orders", cron="0 2 * * *",
                                        data='{"secret":"SHOPSECRET"}', next_run_at=now + timedelta(hours=1))
     archive_messages([archived])
+    Batch.objects.create(id="shop-batch", biz_id=shop.id, producer="SHOPOWNER", callback_topic="orders", created_at=now)
     return {
         "running": running, "dead": dead, "archived": archived,
         "path": {"message_id": str(running), "archived_id": str(archived), "job_id": str(job.id), "biz_id": str(shop.id),
                  "topic": "orders", "group": "default", "consumer": "shophost:1:c1", "transaction_id": txn.id,
-                 "schedule_id": str(schedule.id)},
+                 "schedule_id": str(schedule.id), "batch_id": "shop-batch"},
         "shop": shop,
     }
 

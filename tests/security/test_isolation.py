@@ -84,8 +84,9 @@ def test_webhook_urls_are_masked_for_tokens_that_are_not_the_topics_admins(shop_
 
 def test_the_topics_admins_read_webhook_urls_whole(shop_topic, shop_admin_api, admin_api):
     for api in (shop_admin_api, admin_api):
-        hooks = api.get(f"/api/v1/topics/{shop_topic}").json()["alarm_webhooks"]
-        assert hooks == [{"url": SECRET_HOOK, "format": "slack"}]
+        [hook] = api.get(f"/api/v1/topics/{shop_topic}").json()["alarm_webhooks"]
+        assert (hook["url"], hook["format"]) == (SECRET_HOOK, "slack")
+        assert hook["secret"].startswith("whsec_")  # the signing secret, for the topic's admins only
 
 
 def test_the_audit_log_keeps_webhook_urls_masked(shop_topic):

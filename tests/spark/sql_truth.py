@@ -36,9 +36,12 @@ REASON = (
 )
 PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
 STATUSES = ("SUCCESS", "FAIL", "TIMEOUT", "EXPIRED", "CANCELLED", "NEW", "RUNNING", "PREPARED")
-# Messages produced as half of a transaction: still PREPARED, or committed later.
+# Messages produced as half of a transaction: still PREPARED, committed later, or cancelled
+# before a commit.
 BORN_PREPARED = f"""(SELECT id AS message_id FROM {MESSAGES} p WHERE status = 'PREPARED'
-  UNION SELECT message_id FROM mq_message_trace WHERE event = 'committed')"""
+  UNION SELECT message_id FROM mq_message_trace WHERE event = 'committed'
+  UNION SELECT message_id FROM mq_message_trace
+    WHERE event = 'cancelled' AND log LIKE '%%cancelled while PREPARED, before its commit%%')"""
 
 
 def rows(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
@@ -199,7 +202,9 @@ def heap_state_truth(until: datetime, rows: Query = rows) -> dict[tuple[str, str
     """Backlog, delayed, running and oldest waiting age as of `until`, per topic and group:
     each message's status after its last event before `until` (the row's own when nothing
     changed it since), its effect time the one that event set."""
-    retry_at = "SUBSTRING_INDEX(l.log, 'retry at ', -1)"
+    # The due time a retry or an expired lease ("retry at <time>") or a snooze ("snoozed
+    # until <time>: ...") logs.
+    retry_at = "REGEXP_REPLACE(l.log, '^.*(retry at|snoozed until) ([0-9T:.-]+).*$', '\\\\2')"
     parsed = (
         f"CASE WHEN SUBSTRING({retry_at}, 20, 1) = '.' "
         f"THEN STR_TO_DATE(LEFT({retry_at}, 26), '%%Y-%%m-%%dT%%H:%%i:%%s.%%f') "

@@ -79,9 +79,12 @@ def test_it_renders_a_done_report_as_tables_and_a_chart(trace_run: dict[str, Any
     assert verdicts.count("<li>") == len(topics) and "does not drain at current rates" in verdicts
     for row in heap.result["groups"]:
         assert f"<td>{row['topic']}</td><td>{row['group']}</td><td class=\"num\">{row['backlog']}</td>" in html
-        # each row links to the console's message list, filtered to it
-        link = f'href="/messages/?topic={row["topic"]}&amp;group={row["group"]}&amp;status=NEW"'
+        # each row links to the console's message list, filtered to it (as it is now, of the
+        # messages produced before the window's end), and says so
+        link = (f'href="/messages/?topic={row["topic"]}&amp;group={row["group"]}&amp;status=NEW'
+                '&amp;added_before=2026-01-10T12%3A00%3A00%2B00%3A00">waiting now</a>')
         assert link in html
+    assert 'id="links-now"' in html
     listed = client.get("/messages/?topic=orders&group=default&status=NEW")
     assert listed.status_code == 200
     chart = client.get(f"/reports/{heap.id}/chart.png?topic=orders")

@@ -24,7 +24,7 @@ class WebhookServer:
     ) -> None:
         self.status, self.reply, self.slow, self.delay = status, reply, slow, delay
         self.extra_headers: dict[str, str] = {}  # sent with every answer (a redirect's Location)
-        self.received: list[dict[str, Any]] = []  # {"path", "headers", "body", "at"}
+        self.received: list[dict[str, Any]] = []  # {"path", "headers", "body", "raw", "at"}
         self.lock = threading.Lock()
         self.release = threading.Event()  # set on exit: held answers end at once
         server = self
@@ -39,6 +39,7 @@ class WebhookServer:
                             "path": self.path,
                             "headers": dict(self.headers),
                             "body": json.loads(body or b"null"),
+                            "raw": body,
                             "at": time.monotonic(),
                         }
                     )

@@ -10,6 +10,7 @@ Locking (MySQL/MariaDB at READ COMMITTED, PostgreSQL; SQLite serializes writers)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 
 from django.conf import settings
@@ -31,10 +32,15 @@ from topics.services import group_pull_record, group_subscribe
 __all__ = ["Claim", "messages_claim"]
 
 
-def messages_claim(*, principal: Principal, topic: str, group: str, consumer: str, max_messages: int) -> Claim:
+def messages_claim(
+    *, principal: Principal, topic: str, group: str, consumer: str, max_messages: int,
+    before: Callable[[], object] | None = None,
+) -> Claim:
     """One claim attempt for `consumer`: up to `max_messages` deliverable messages leased to
     it. NotFound for a group the topic lacks when groups are not created on demand. A topic
-    of another business line answers as a missing one: nothing to claim."""
+    of another business line answers as a missing one: nothing to claim. `before` runs
+    first inside the claim's transaction (a pull's acks), unless the claim ends before one
+    (a missing or paused topic)."""
     topic_row = topic_cache.get(topic)
     if topic_row is None or not principal.may_biz(topic_row.biz_id):
         return Claim([], None)  # consumers may start before anyone produced
@@ -50,12 +56,13 @@ def messages_claim(*, principal: Principal, topic: str, group: str, consumer: st
     group_pull_record(topic_group, now)
     rank = rank_cache.rank(consumer, topic, group)
     if topic_group.mode == DeliveryMode.SERIAL:
-        claim = claim_serial(topic_group.pk, topic, group, consumer=consumer, rank=rank, now=now)
+        claim = claim_serial(topic_group.pk, topic, group, consumer=consumer, rank=rank, now=now, before=before)
     elif topic_group.mode == DeliveryMode.SHARDED:
-        claim = claim_sharded(topic_group.pk, topic, group, consumer=consumer, rank=rank, limit=max_messages, now=now)
+        claim = claim_sharded(topic_group.pk, topic, group, consumer=consumer, rank=rank, limit=max_messages, now=now,
+                              before=before)
     else:
         claim = claim_queue(topic_group.pk, topic, group, consumer=consumer, rank=rank, limit=max_messages, now=now,
-                            gated=topic_group.flow_controlled)
+                            gated=topic_group.flow_controlled, before=before)
     if claim.messages:
         live_moved((topic, group, Status.NEW, Status.RUNNING) for _ in claim.messages)
         return claim

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from messages.delivery import expiry, lifecycle, sql
+from messages.delivery.claims.aging import queue_claimable_rows
 from messages.delivery.claims.gate import Claim, gate_open, gate_spend
 from mqcenter.core.db import retry_on_lock_conflict
 
@@ -12,18 +14,19 @@ from mqcenter.core.db import retry_on_lock_conflict
 @retry_on_lock_conflict
 def claim_queue(
     group_pk: int, topic: str, group: str, *, consumer: str, rank: tuple[int | None, int | None], limit: int,
-    now: datetime, gated: bool,
+    now: datetime, gated: bool, before: Callable[[], object] | None = None,
 ) -> Claim:
     """The group's deliverable messages, highest priority first and then in (effect_time, id)
-    order, skipping rows other claimers hold; expired ones become EXPIRED instead. `gated`: the group has flow control, decided under its row lock."""
+    order (or by aged priority: claims/aging.py), skipping rows other claimers hold; expired
+    ones become EXPIRED instead. `gated`: the group has flow control, decided under its row lock."""
     with sql.short_transaction():
+        if before is not None:
+            before()
         gate = gate_open(group_pk, topic, group, limit=limit, now=now) if gated else None
         if gate is not None and gate.limit == 0:
             return Claim([], gate.retry_at)
         take = gate.limit if gate else limit
-        rows, more = expiry.claimed_live(
-            lambda: sql.claimable_rows(topic, group, now, take, lock=True, by_priority=True), now=now
-        )
+        rows, more = expiry.claimed_live(lambda: queue_claimable_rows(topic, group, now, take), now=now)
         leased = lifecycle.lease(rows, consumer=consumer, rank=rank, now=now) if rows else []
         leased.sort(key=lambda m: (-m.priority, m.effect_time, m.id))  # handed over in claim order
         if gate is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from messages.delivery import expiry, lifecycle, sql
@@ -12,11 +13,14 @@ from mqcenter.core.db import retry_on_lock_conflict
 
 @retry_on_lock_conflict
 def claim_serial(
-    group_pk: int, topic: str, group: str, *, consumer: str, rank: tuple[int | None, int | None], now: datetime
+    group_pk: int, topic: str, group: str, *, consumer: str, rank: tuple[int | None, int | None], now: datetime,
+    before: Callable[[], object] | None = None,
 ) -> Claim:
     """The group's lowest-id unfinished message, once nothing of the group is running; an
     expired head becomes EXPIRED and the next one is the head."""
     with sql.short_transaction():
+        if before is not None:
+            before()
         gate = gate_open(group_pk, topic, group, limit=1, now=now)
         if gate.limit == 0:
             return Claim([], gate.retry_at)

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime
 
 from django.db.models import Count, Min
@@ -21,12 +22,14 @@ SHARD_LOOKAHEAD = 4
 @retry_on_lock_conflict
 def claim_sharded(
     group_pk: int, topic: str, group: str, *, consumer: str, rank: tuple[int | None, int | None], limit: int,
-    now: datetime,
+    now: datetime, before: Callable[[], object] | None = None,
 ) -> Claim:
     """Deliverable messages whose key has a free slot and, one at a time per key, nothing
     earlier waiting."""
     scope = {"topic": topic, "group_name": group}
     with sql.short_transaction():
+        if before is not None:
+            before()
         gate = gate_open(group_pk, topic, group, limit=limit, now=now)
         if gate.limit == 0:
             return Claim([], gate.retry_at)

@@ -10,18 +10,10 @@ from django.db import transaction
 from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
-# (task name, every N seconds, what it does). Operators change intervals in the admin
-# (Periodic tasks); running this command again keeps their changes unless --reset.
-DEFAULT_SCHEDULES: tuple[tuple[str, str, int, str], ...] = (
-    ("mq maintenance: flush", "messages.maintenance.flush", 15, "stats buckets and backlog snapshots"),
-    ("mq maintenance: expire", "messages.maintenance.expire", 15, "undelivered messages past expires_at to EXPIRED"),
-    ("mq maintenance: cleanup", "messages.maintenance.cleanup", 3600, "archive, Parquet export, purge, registry prune"),
-    ("mq maintenance: alarms", "messages.maintenance.alarms", 60, "backlog / age / dead-letter alarms by e-mail"),
-    ("mq transactions: check-back", "messages.transactions.check", 5, "ask producers about open transactions"),
-    ("mq alarms: webhooks", "messages.alarms.webhook", 5, "post alarms to their webhooks, retry failed posts"),
-    ("mq schedules: tick", "messages.schedules.tick", 5, "produce the messages of due schedules"),
-    ("mq reports: daily heap", "reports.report_heap_daily", 86400, "Spark heap report, e-mailed"),
-)
+from messages.maintenance.schedule import SCHEDULES
+
+# Operators change intervals in the admin (Periodic tasks); running this command again keeps
+# their changes unless --reset.
 
 
 def schedules_install(*, reset: bool = False) -> list[str]:
@@ -29,15 +21,17 @@ def schedules_install(*, reset: bool = False) -> list[str]:
     Returns a line per task saying what happened."""
     lines = []
     with transaction.atomic():
-        for name, task, seconds, description in DEFAULT_SCHEDULES:
+        for name, task, _job, seconds, description in SCHEDULES:
             interval, _ = IntervalSchedule.objects.get_or_create(every=seconds, period=IntervalSchedule.SECONDS)
             existing = PeriodicTask.objects.filter(name=name).first()
             if existing is None:
                 # Maintenance jobs run as soon as beat starts, so a new install shows every
                 # job's health in the console at once instead of after its first interval.
                 due_now = timezone.now() - timedelta(seconds=seconds) if task.startswith("messages.maintenance.") else None
+                # start_time: when it was scheduled, from which a job that never ran is late.
                 PeriodicTask.objects.create(
-                    name=name, task=task, interval=interval, description=description, last_run_at=due_now
+                    name=name, task=task, interval=interval, description=description, last_run_at=due_now,
+                    start_time=timezone.now(),
                 )
                 lines.append(f"created {name}: every {seconds}s")
             elif reset:

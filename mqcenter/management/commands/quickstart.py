@@ -25,25 +25,38 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from mqcenter.management.commands.runbroker import port_problem
 from topics.services import token_create
 
-# Reads the first message's id from a pull's answer (the one to acknowledge).
 READY_TIMEOUT_SECONDS = 120
-FIRST_ID = """python3 -c 'import json,sys; print(json.load(sys.stdin)["messages"][0]["id"])'"""
+
+# The README's "Five minutes with curl" lines after its `export` line (a test holds the two
+# equal): produce to group billing, pull as that group keeping the first id, ack that id.
+CURL_LINES = r"""# produce (durable before 201); batches of up to 1,000. The answer holds each message's id.
+curl -s -X POST $MQ_BASE/api/v1/messages -H "Authorization: Bearer $TOKEN" \
+  -H 'Content-Type: application/json' \
+  -d '{"messages": [{"topic": "orders", "group": "billing", "data": {"order": 42},
+                     "key": "customer-7", "dedup_key": "order-42-created", "retry_count": 3}]}'; echo
+
+# pull as group billing: claims up to 10 messages, waiting up to 20 s for the first; keeps the
+# first one's id. A pull without "group" is group "default", and a consumer's first pull
+# subscribes its group: later publishes to "orders" without a group are copied to it too.
+ID=$(curl -s -X POST $MQ_BASE/api/v1/pull -H "Authorization: Bearer $TOKEN" \
+  -H 'Content-Type: application/json' \
+  -d '{"topic": "orders", "group": "billing", "consumer": "me-1", "max_messages": 10, "wait_seconds": 20}' \
+  | python3 -c 'import json,sys; print(json.load(sys.stdin)["messages"][0]["id"])'); echo $ID
+
+# ack that id: SUCCESS, or FAIL (retried per the topic's policy, dead when no retries are
+# left). An id this consumer does not hold (never pulled, or its lease expired) answers "stale".
+curl -s -X POST $MQ_BASE/api/v1/ack -H "Authorization: Bearer $TOKEN" \
+  -H 'Content-Type: application/json' \
+  -d "{\"consumer\": \"me-1\", \"results\": [{\"id\": $ID, \"status\": \"SUCCESS\"}]}"; echo
+"""
 
 
 def examples(*, base: str, token: str) -> str:
-    """Shell lines to paste, in order: produce, pull (keeping the pulled message's id) and
-    ack that id. They use this broker's address and token."""
-    json_header = "-H 'Content-Type: application/json'"
-    return (
-        f"  In a shell:  export MQ_BASE={base} TOKEN={token}\n"
-        '  Produce:  curl -s -X POST $MQ_BASE/api/v1/messages -H "Authorization: Bearer $TOKEN" \\\n'
-        f'              {json_header} -d \'{{"messages": [{{"topic": "orders", "data": {{"order": 42}}}}]}}\'; echo\n'
-        '  Pull:     ID=$(curl -s -X POST $MQ_BASE/api/v1/pull -H "Authorization: Bearer $TOKEN" \\\n'
-        f'              {json_header} -d \'{{"topic": "orders", "consumer": "me", "wait_seconds": 5}}\' \\\n'
-        f"              | {FIRST_ID}); echo $ID\n"
-        '  Ack:      curl -s -X POST $MQ_BASE/api/v1/ack -H "Authorization: Bearer $TOKEN" \\\n'
-        f'              {json_header} -d "{{\\"consumer\\": \\"me\\", \\"results\\": [{{\\"id\\": $ID, \\"status\\": \\"SUCCESS\\"}}]}}"; echo\n'
-        "            (the ack names the id the pull answered with; the produce answer shows it too)\n"
+    """The README's curl lines to paste into a shell, in order (produce, pull keeping the
+    pulled message's id, ack that id), with this broker's address and token."""
+    lines = f"export MQ_BASE={base} TOKEN={token}\n\n" + CURL_LINES
+    return "  Paste into a shell (the README's lines):\n\n" + "".join(
+        f"    {line}\n" if line else "\n" for line in lines.splitlines()
     )
 
 
@@ -122,29 +135,6 @@ class Command(BaseCommand):
         python = sys.executable
         manage = str(Path(settings.BASE_DIR) / "manage.py")
         procs: list[subprocess.Popen[bytes]] = []
-        if not options["no_celery"]:
-            celery = [python, "-m", "celery", "-A", "mqcenter"]
-            queue, outbound = settings.CELERY_TASK_DEFAULT_QUEUE, settings.MQ_OUTBOUND_QUEUE
-            procs.append(subprocess.Popen([*celery, "worker", "-l", "warning", "-P", "solo", "-Q", queue,
-                                           "-n", "maintenance@%h"]))
-            # Outbound calls on a worker of their own: a slow remote host never delays maintenance.
-            procs.append(subprocess.Popen([*celery, "worker", "-l", "warning", "-P", "threads", "-c", "4",
-                                           "-Q", outbound, "-n", "outbound@%h"]))
-            procs.append(subprocess.Popen([*celery, "beat", "-l", "warning"]))
-        procs.append(
-            subprocess.Popen(
-                [
-                    python,
-                    manage,
-                    "runbroker",
-                    "--host",
-                    options["host"],
-                    "--port",
-                    str(options["port"]),
-                ]
-            )
-        )
-
         names = ["broker"] if options["no_celery"] else ["Celery worker", "Celery outbound worker", "Celery beat", "broker"]
         asked_to_stop: list[bool] = []
 
@@ -157,7 +147,37 @@ class Command(BaseCommand):
             asked_to_stop.append(True)
             stop()
 
-        signal.signal(signal.SIGTERM, stop_asked)
+        # Ctrl-C, SIGTERM and a closed terminal are a clean stop: every process is ended with
+        # SIGTERM, and the quick start exits 0. The children run in a process group of their
+        # own (`process_group=0`), so a terminal's Ctrl-C reaches only this process: SIGINT
+        # straight into a Celery worker would interrupt the task it is running wherever it
+        # stands (an import half done), where SIGTERM lets it finish the task first.
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, stop_asked)
+        if not options["no_celery"]:
+            celery = [python, "-m", "celery", "-A", "mqcenter"]
+            queue, outbound = settings.CELERY_TASK_DEFAULT_QUEUE, settings.MQ_OUTBOUND_QUEUE
+            procs.append(subprocess.Popen([*celery, "worker", "-l", "warning", "-P", "solo", "-Q", queue,
+                                           "-n", "maintenance@%h"], process_group=0))
+            # Outbound calls on a worker of their own: a slow remote host never delays maintenance.
+            procs.append(subprocess.Popen([*celery, "worker", "-l", "warning", "-P", "threads", "-c", "4",
+                                           "-Q", outbound, "-n", "outbound@%h"], process_group=0))
+            procs.append(subprocess.Popen([*celery, "beat", "-l", "warning"], process_group=0))
+        procs.append(
+            subprocess.Popen(
+                [
+                    python,
+                    manage,
+                    "runbroker",
+                    "--host",
+                    options["host"],
+                    "--port",
+                    str(options["port"]),
+                ],
+                process_group=0,
+            )
+        )
+
         try:
             # "Ready" once the broker answers on its port, so the printed lines work when pasted.
             deadline = time.monotonic() + READY_TIMEOUT_SECONDS
@@ -169,8 +189,6 @@ class Command(BaseCommand):
                 time.sleep(0.2)  # polling until the broker listens
             while all(proc.poll() is None for proc in procs):
                 time.sleep(0.5)
-        except KeyboardInterrupt:
-            asked_to_stop.append(True)
         finally:
             stop()
             for proc in procs:

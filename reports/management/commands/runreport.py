@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from mqcenter.core.errors import MQError
-from reports.formatting import heap_verdicts, human_age, human_hours, trace_verdicts
+from reports.formatting import heap_verdicts, human_age, human_drain, trace_verdicts
 from reports.models import ReportRun
 from reports.services import report_run_create, report_run_execute
 
@@ -21,6 +21,12 @@ def moment(text: str) -> datetime:
     except ValueError:
         raise CommandError(f"not an ISO 8601 date/time: {text!r}") from None
     return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+# The trace summary's status columns (the report's names) and widths: every message of a
+# row is in exactly one, so they add up to its messages.
+TRACE_COLUMNS = (("success", 8), ("fail", 6), ("timeout", 7), ("expired", 7), ("cancelled", 9),
+                 ("new", 6), ("running", 7), ("prepared", 8))
 
 
 class Command(BaseCommand):
@@ -60,21 +66,23 @@ class Command(BaseCommand):
         out(f"report run #{run.id} done in {run.seconds:.1f}s")
         if run.kind == ReportRun.Kind.TRACE:
             out(f"{result.get('messages', 0)} messages produced in the window")
-            out(f"{'topic/group':40} {'msgs':>8} {'success':>8} {'fail':>6} {'timeout':>7} {'new':>6} "
-                f"{'running':>7} {'lat p50':>8} {'lat p99':>8}")
+            # msgs = the sum of the status columns after it.
+            out(f"{'topic/group':40} {'msgs':>8} "
+                + " ".join(f"{name:>{width}}" for name, width in TRACE_COLUMNS)
+                + f" {'lat p50':>8} {'lat p99':>8}")
             for g in result.get("groups", []):
-                out(f"{g['topic'] + '/' + g['group']:40} {g['messages']:>8} {g['success']:>8} {g['fail']:>6} "
-                    f"{g['timeout']:>7} {g['new']:>6} {g['running']:>7} {_num(g['latency_p50']):>8} "
-                    f"{_num(g['latency_p99']):>8}")
+                out(f"{g['topic'] + '/' + g['group']:40} {g['messages']:>8} "
+                    + " ".join(f"{g.get(name) or 0:>{width}}" for name, width in TRACE_COLUMNS)
+                    + f" {_num(g['latency_p50']):>8} {_num(g['latency_p99']):>8}")
             for v in trace_verdicts(result):
                 out(f"{v['topic']}: {v['verdict']}")
         else:
-            out(f"{'topic/group':40} {'backlog':>8} {'oldest':>12} {'in/h':>8} {'out/h':>8} {'trend':>9} "
-                f"{'drain':>12}")
+            out(f"{'topic/group':40} {'backlog':>8} {'delayed':>8} {'running':>8} {'oldest':>12} {'in/h':>8} "
+                f"{'out/h':>8} {'trend':>9}  drain")
             for g in result.get("groups", []):
-                out(f"{g['topic'] + '/' + g['group']:40} {g['backlog']:>8} {human_age(g['oldest_age_seconds']):>12} "
-                    f"{_num(g['inflow_per_hour']):>8} {_num(g['outflow_per_hour']):>8} {g['trend']:>9} "
-                    f"{human_hours(g['drain_hours']):>12}")
+                out(f"{g['topic'] + '/' + g['group']:40} {g['backlog']:>8} {g['delayed']:>8} {g['running']:>8} "
+                    f"{human_age(g['oldest_age_seconds']):>12} {_num(g['inflow_per_hour']):>8} "
+                    f"{_num(g['outflow_per_hour']):>8} {g['trend']:>9}  {human_drain(g)}")
             for v in heap_verdicts(result):
                 out(f"{v['topic']}: {v['verdict']}")
             for a in result.get("alarms", []):

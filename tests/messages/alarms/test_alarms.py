@@ -31,7 +31,7 @@ def test_it_emails_the_topic_addresses_when_the_backlog_crosses_its_threshold() 
 
     result = alarms_check()
 
-    assert result["sent"] == 1
+    assert result["emailed"] == 1
     assert len(mail.outbox) == 1
     email = mail.outbox[0]
     assert sorted(email.to) == ["dev@example.com", "ops@example.com"]
@@ -104,7 +104,7 @@ def test_it_records_alarms_of_topics_without_addresses_without_emailing() -> Non
     produce("orders", 3)
     stats_flush()
 
-    assert alarms_check() == {"checked_topics": 1, "raised": 1, "sent": 0}
+    assert alarms_check() == {"checked_topics": 1, "raised": 1, "emailed": 0, "webhooks_queued": 0}
     assert mail.outbox == []
     assert Alarm.objects.get().recipients == []
 

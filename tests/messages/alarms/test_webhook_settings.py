@@ -40,7 +40,7 @@ def test_it_saves_webhooks_from_the_topic_form_and_removes_a_cleared_one(
         )
         assert response.status_code == 303
         orders.refresh_from_db()
-        assert orders.alarm_webhooks == [
+        assert unsigned(orders.alarm_webhooks) == [
             {"url": f"https://oapi.dingtalk.com{SECRET_PATH}", "format": "dingtalk"}
         ]
         page = clients["admin"].get("/topics/orders/").content.decode()
@@ -195,13 +195,17 @@ def test_it_sets_webhooks_through_the_topic_api(admin_api: Any, shop: Any) -> No
     with override_settings(MQ_ALARM_WEBHOOK_HOSTS=["hooks.slack.com", "qyapi.weixin.qq.com"]):
         created = admin_api.post("/api/v1/topics", {"topic": "orders", "alarm_webhooks": hooks})
         assert created.status_code == 201, created.content
-        assert created.json()["alarm_webhooks"] == hooks
+        assert unsigned(created.json()["alarm_webhooks"]) == hooks
+        secret = created.json()["alarm_webhooks"][0]["secret"]
+        assert secret.startswith("whsec_") and len(secret) > 40  # each target its own signing secret
+        assert created.json()["alarm_webhooks"][1]["secret"] != secret
         patched = admin_api.patch(
             "/api/v1/topics/orders", {"alarm_webhooks": [{"url": hooks[0]["url"]}]}
         )
-        assert patched.status_code == 200 and patched.json()["alarm_webhooks"] == [
+        assert patched.status_code == 200 and unsigned(patched.json()["alarm_webhooks"]) == [
             {**hooks[0], "format": "generic"}
         ]
+        assert patched.json()["alarm_webhooks"][0]["secret"] == secret  # a kept target keeps its secret
         expect_error(
             admin_api.patch(
                 "/api/v1/topics/orders", {"alarm_webhooks": [{"url": "http://10.0.0.8/x"}]}
@@ -225,4 +229,9 @@ def test_it_sets_webhooks_through_the_topic_api(admin_api: Any, shop: Any) -> No
             "invalid_request",
             "alarm_webhooks[0].url",
         )
-    assert Topic.objects.get(name="orders").alarm_webhooks == [{**hooks[0], "format": "generic"}]
+    assert unsigned(Topic.objects.get(name="orders").alarm_webhooks) == [{**hooks[0], "format": "generic"}]
+
+
+def unsigned(hooks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The targets without their signing secrets (random)."""
+    return [{k: v for k, v in h.items() if k != "secret"} for h in hooks]

@@ -4,6 +4,9 @@ runs it) a slow target timed out and retried with backoff."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import time
 from typing import Any
 
 import pytest
@@ -58,7 +61,7 @@ def test_it_posts_an_alarm_to_each_target_in_its_format(
         [slack] = server.bodies("/slack")
         assert list(slack) == ["text"]
         assert slack["text"].startswith(
-            "[MQ Center] Backlog alarm on topic orders\n8 deliverable messages"
+            "[MQ Center] Backlog alarm on topic orders, group default\n8 deliverable messages"
         )
         for fmt in ("dingtalk", "wecom"):
             [body] = server.bodies(f"/{fmt}")
@@ -149,7 +152,8 @@ def test_it_refuses_an_unknown_format_and_accepts_a_host_allowed_on_any_port() -
             },
         )
     topic.refresh_from_db()
-    assert topic.alarm_webhooks == [{"url": "https://hooks.example.com:8443/a", "format": "wecom"}]
+    assert [{k: v for k, v in h.items() if k != "secret"} for h in topic.alarm_webhooks] == [
+        {"url": "https://hooks.example.com:8443/a", "format": "wecom"}]
 
 
 @pytest.mark.django_db
@@ -256,3 +260,34 @@ def _alarm(topic: Topic) -> Alarm:
         message="3 messages became dead letters.",
         created_at=now,
     )
+
+
+@pytest.mark.django_db
+def test_it_signs_each_post_with_its_targets_secret_and_links_the_group_in_the_console(
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    with WebhookServer() as server, override_settings(MQ_ALARM_WEBHOOK_HOSTS=[server.host],
+                                                      MQ_ADVERTISED_URL="https://mq.example.com"):
+        targets = [{"url": server.url("/a"), "format": "generic"}, {"url": server.url("/b"), "format": "slack"}]
+        topic = topic_create(actor="test", name="orders", biz=None,
+                             settings={"backlog_alarm_threshold": 5, "alarm_webhooks": targets})
+        secrets = {h["url"]: h["secret"] for h in topic.alarm_webhooks}
+        produce("orders", 8)
+        stats_flush()
+        with django_capture_on_commit_callbacks(execute=False):
+            assert alarms_check()["webhooks_queued"] == 2
+        assert alarm_webhooks_deliver()["sent"] == 2
+        for received in server.received:
+            url = server.url(received["path"])
+            # What docs/alarms.md tells a receiver to do.
+            timestamp = received["headers"]["X-MQ-Timestamp"]
+            expected = hmac.new(secrets[url].encode(), timestamp.encode() + b"." + received["raw"], hashlib.sha256)
+            assert received["headers"]["X-MQ-Signature"] == f"v1={expected.hexdigest()}"
+            assert abs(time.time() - int(timestamp)) < 60
+            forged = hmac.new(b"whsec_other", timestamp.encode() + b"." + received["raw"], hashlib.sha256)
+            assert received["headers"]["X-MQ-Signature"] != f"v1={forged.hexdigest()}"
+        [generic] = server.bodies("/a")
+        assert generic["alarm"]["group"] == "default"
+        assert generic["alarm"]["console_url"] == "https://mq.example.com/topics/orders/groups/default/"
+        [slack] = server.bodies("/b")
+        assert slack["text"].endswith("\nhttps://mq.example.com/topics/orders/groups/default/")

@@ -3,7 +3,7 @@ one archived message with its trace, and redrive copies back into the live table
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.test import override_settings
@@ -142,6 +142,16 @@ def test_it_shows_an_archived_message_with_its_trace(shop_admin_api, archived):
 # --- redrive ------------------------------------------------------------------------------
 
 
+def test_an_archive_redrive_audits_its_filter_and_count_not_every_id(shop_admin_api, archived):
+    from mqcenter.models import AuditEntry
+
+    response = shop_admin_api.post("/api/v1/archive/messages/redrive", {"filter": {"topic": "orders"}})
+    assert response.status_code == 200, response.content
+    count = response.json()["count"]
+    assert count > 1
+    assert AuditEntry.objects.get(action="archive.redrive").after == {"filter": {"topic": "orders"}, "count": count}
+
+
 def test_it_redrives_archived_messages_as_new_copies(shop_admin_api, consumer_api, archived):
     ids = archived["ids"]
 
@@ -166,6 +176,10 @@ def test_it_redrives_archived_messages_as_new_copies(shop_admin_api, consumer_ap
     )
     detail = shop_admin_api.get(f"/api/v1/messages/{copies[0].id}").json()
     assert [e["event"] for e in detail["trace"]] == ["produced", "redriven"]
+    # It keeps the original's add time and answers when it was made (API.md 1.2, Copies).
+    made = datetime.fromisoformat(detail["copied_at"].replace("Z", "+00:00"))
+    assert made == detail_time(detail["trace"][-1]["at"]) and made > copies[0].add_time
+    assert shop_admin_api.get(f"/api/v1/archive/messages/{ids[4]}").json()["copied_at"] is None
     # The copies are delivered like any message.
     pulled = pull(consumer_api, "orders", max_messages=10)
     assert {m["id"] for m in pulled} == {archived["live"], *(c.id for c in copies)}
@@ -248,3 +262,7 @@ def test_it_refuses_a_bad_redrive_and_changes_nothing(shop_admin_api, archived, 
 )
 def test_it_refuses_a_bad_search_with_the_field(admin_api, archived, params, field):
     expect_error(admin_api.get("/api/v1/archive/messages", params), 400, "invalid_request", field)
+
+
+def detail_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))

@@ -117,8 +117,8 @@ def test_it_counts_and_archives_each_message_once_when_two_workers_run_the_same_
 def test_a_waiting_pull_gets_a_delayed_message_on_time_from_the_broker_alone(
     celery_procs: CeleryProcesses, tmp_path: Path
 ) -> None:
-    """No Celery job wakes delayed messages: a produce of a delayed message wakes the waiting
-    pull, which then waits until the message's effect_time (the fallback poll is 25 s)."""
+    """Without Celery (no `delay` job running), a produce of a delayed message wakes the
+    waiting pull, which then waits until the message's effect_time (the fallback poll is 25 s)."""
     # Redis pub/sub channels ignore the database number: a topic name of its own keeps other
     # suites' wake-ups (for "orders"...) from waking this pull by chance.
     topic = f"maint-delay-{uuid.uuid4().hex[:8]}"

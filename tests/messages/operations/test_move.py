@@ -220,3 +220,27 @@ def test_it_refuses_bad_input_with_the_field_and_changes_nothing(
     expect_error(move(shop_admin_api, body), 400, "invalid_request", field)
 
     assert snapshot() == before and MessageTrace.objects.count() == traces
+
+
+def test_a_move_audits_its_filter_and_count_not_every_id(shop_admin_api, producer_api, topics):
+    from mqcenter.models import AuditEntry
+
+    produce(producer_api, *({"topic": "orders", "group": "default", "data": n} for n in range(300)))
+    # A JSON filter's status may be one status as well as a list.
+    response = move(shop_admin_api, {"filter": {"topic": "orders", "status": "NEW"},
+                                     "to_topic": "orders.parking", "to_group": "g"})
+    assert response.status_code == 200, response.content
+    assert response.json()["count"] == 300
+    entry = AuditEntry.objects.get(action="message.move")
+    assert entry.after == {"filter": {"topic": "orders", "status": ["NEW"]}, "to": "orders.parking/g", "count": 300}
+
+    ids = [m.id for m in Message.objects.filter(topic="orders.parking", status="NEW")[:3]]
+    assert move(shop_admin_api, {"ids": ids, "to_topic": "orders", "to_group": "back"}).json()["count"] == 3
+    assert AuditEntry.objects.filter(action="message.move").latest("id").after == {
+        "selected": 3, "to": "orders/back", "count": 3}
+
+
+def test_a_json_filter_refuses_a_status_of_another_type(shop_admin_api, topics):
+    for status in (5, "", ["NEW", 1]):
+        expect_error(move(shop_admin_api, {"filter": {"topic": "orders", "status": status},
+                                           "to_topic": "orders.parking", "to_group": "g"}), 400, "invalid_request")

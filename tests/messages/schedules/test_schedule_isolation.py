@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
@@ -101,6 +102,7 @@ def test_schedule_names_are_per_business_line(shop: Biz, other_biz: Biz, shop_ad
 def test_the_maintenance_page_shows_the_ticks_lag(shop: Biz) -> None:
     from messages.maintenance.runs import maintenance_run
 
+    call_command("setup_maintenance", verbosity=0)
     many(shop, "orders.late", 3, timezone.now() - timedelta(minutes=10), "late-")
     with pytest.MonkeyPatch.context() as patch:
         from messages.schedules import services
