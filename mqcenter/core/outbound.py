@@ -357,6 +357,8 @@ def describe_error(exc: BaseException) -> str:
         text = f"could not connect: {exc}"
     elif isinstance(exc, httpx.RemoteProtocolError | httpx.LocalProtocolError | httpx.DecodingError):
         text = f"not a valid HTTP answer: {exc}"
+    elif isinstance(exc, httpx.ReadError | httpx.WriteError):
+        text = f"the connection broke: {exc or 'reset by the other side'}"
     elif isinstance(exc, ssl.SSLError):
         text = f"TLS failed: {exc}"
     elif isinstance(exc, httpx.HTTPError):

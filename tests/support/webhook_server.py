@@ -151,7 +151,14 @@ def not_http_server(reply: bytes = b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n") -> Raw
     """A server of another protocol: answers a line that is no HTTP status line and hangs up."""
 
     def speak(conn: Any, stop: threading.Event) -> None:
+        import socket
+
         conn.sendall(reply)
+        # Hang up politely: close our side, then read what is left of the request, so the
+        # kernel never answers unread bytes with a reset (the caller must see the bad answer).
+        conn.shutdown(socket.SHUT_WR)
+        while conn.recv(65536):
+            pass
 
     return RawServer(speak)
 
