@@ -34,6 +34,7 @@ from messages.models import Message, Status
 
 KEYLESS = "-"  # the cursor after the messages without a key; a key is stored as "k" + key
 _MISSING = object()
+FILL_PASSES = 4  # a claim falls short only when keys run out in a way this many passes cannot fill
 
 
 def fair_cursor_locked(group_pk: int) -> str | None:
@@ -63,10 +64,9 @@ def fair_claimable_rows(topic: str, group: str, now: datetime, limit: int, curso
     keys = fair_cycle(topic, group, now, limit, cursor)
     if not keys:
         return []
-    rounds = -(-limit // len(keys))
-    heads = _heads(topic, group, now, keys, rounds)
+    heads = _fill(topic, group, now, keys, limit)
     order: list[int] = []
-    for turn in range(rounds):
+    for turn in range(max(len(ids) for ids in heads)):
         order.extend(ids[turn] for ids in heads if turn < len(ids))
     order = order[:limit]
     position = {row_id: index for index, row_id in enumerate(order)}
@@ -84,7 +84,7 @@ def fair_cycle(topic: str, group: str, now: datetime, limit: int, cursor: str | 
     """The next `limit` keys (None: no key) with due NEW messages after `cursor`, in cycle
     order, each once: those after the cursor, then from the cycle's start up to the cursor."""
     if cursor is None:  # the start of a round: no key, then every key
-        return _keys(topic, group, now, limit, after=_MISSING, keyless=True)
+        return _keys(topic, group, now, limit, after=None, keyless=True)
     after: Any = None if cursor == KEYLESS else cursor[1:]
     keys = _keys(topic, group, now, limit, after=after, keyless=False)
     if len(keys) < limit:  # wrap: the messages without a key, then the keys up to the cursor
@@ -130,36 +130,66 @@ def _keys(
                 .order_by(F("key").asc(nulls_first=True)).values_list("key", flat=True)[:limit])
 
 
+def _fill(topic: str, group: str, now: datetime, keys: list[str | None], limit: int) -> list[list[int]]:
+    """Each key's oldest due ids, enough for `limit` in round-robin order: ceil(limit / keys)
+    of each key first; while that falls short because some keys ran out, more of the keys
+    that did not (each pass reads at most the shortfall plus a row per key)."""
+    found: list[list[tuple[Any, int]]] = [[] for _ in keys]
+    asks = dict.fromkeys(range(len(keys)), -(-limit // len(keys)))
+    for _ in range(FILL_PASSES):
+        slots = list(asks)
+        got = _heads(topic, group, now, [(keys[s], found[s][-1] if found[s] else None, asks[s]) for s in slots])
+        full = []
+        for slot, rows in zip(slots, got, strict=True):
+            found[slot] += rows
+            if len(rows) == asks[slot]:
+                full.append(slot)
+        short = limit - sum(len(rows) for rows in found)
+        if short <= 0 or not full:
+            break
+        asks = dict.fromkeys(full, -(-short // len(full)))
+    return [[row_id for _, row_id in rows] for rows in found]
+
+
 def _due(topic: str, group: str, now: datetime) -> QuerySet[Message]:
     return Message.objects.filter(topic=topic, group_name=group, status=Status.NEW, effect_time__lte=now)
 
 
-def _heads(topic: str, group: str, now: datetime, keys: list[str | None], rounds: int) -> list[list[int]]:
-    """The ids of each key's oldest `rounds` due NEW rows, in (effect_time, id) order."""
+def _heads(
+    topic: str, group: str, now: datetime, asks: list[tuple[str | None, tuple[Any, int] | None, int]],
+) -> list[list[tuple[Any, int]]]:
+    """For each (key, after, count): the (effect_time, id) of the key's oldest `count` due NEW
+    rows after `after` (an (effect_time, id); None: from the first), in that order."""
     if sql.is_mysql():
+        adapt = connection.ops.adapt_datetimefield_value
         parts, params = [], []
-        for slot, key in enumerate(keys):
+        for slot, (key, after, count) in enumerate(asks):
+            later = "" if after is None else " AND (effect_time > %s OR (effect_time = %s AND id > %s))"
             parts.append(
                 f"(SELECT {slot} AS slot, effect_time, id FROM mq_message FORCE INDEX (ix_msg_fair) "
                 "WHERE topic = %s AND group_name = %s AND status = %s AND "
-                f"{'msg_key IS NULL' if key is None else 'msg_key = %s'} AND effect_time <= %s "
-                f"ORDER BY effect_time, id LIMIT {int(rounds)})")
-            params += [topic, group, Status.NEW, *([] if key is None else [key]),
-                       connection.ops.adapt_datetimefield_value(now)]
+                f"{'msg_key IS NULL' if key is None else 'msg_key = %s'} AND effect_time <= %s{later} "
+                f"ORDER BY effect_time, id LIMIT {int(count)})")
+            params += [topic, group, Status.NEW, *([] if key is None else [key]), adapt(now)]
+            if after is not None:
+                params += [adapt(after[0]), adapt(after[0]), after[1]]
         with connection.cursor() as db:
             db.execute(" UNION ALL ".join(parts), params)
-            found = db.fetchall()
-        heads: list[list[tuple[Any, int]]] = [[] for _ in keys]
-        for slot, effect_time, row_id in found:
-            heads[slot].append((effect_time, row_id))
-        # UNION ALL need not keep each part's order
-        return [[row_id for _, row_id in sorted(rows)] for rows in heads]
-    # PostgreSQL and SQLite compare keys exactly, so the key names its slot.
-    parts_qs = [(_due(topic, group, now).filter(key__isnull=True) if key is None else
-                 _due(topic, group, now).filter(key=key)).order_by("effect_time", "id").values_list("key", "effect_time", "id")[:rounds]
-                for key in keys]
-    slots = {key: slot for slot, key in enumerate(keys)}
-    by_slot: list[list[tuple[Any, int]]] = [[] for _ in keys]
+            rows = db.fetchall()
+        zone = connection.timezone
+        heads: list[list[tuple[Any, int]]] = [[] for _ in asks]
+        for slot, effect_time, row_id in rows:
+            heads[slot].append((effect_time.replace(tzinfo=zone), row_id))
+        return [sorted(found) for found in heads]  # UNION ALL need not keep each part's order
+    # PostgreSQL and SQLite compare keys exactly: the key names its part.
+    parts_qs = []
+    for key, after, count in asks:
+        due = _due(topic, group, now).filter(Q(key__isnull=True) if key is None else Q(key=key))
+        if after is not None:
+            due = due.filter(Q(effect_time__gt=after[0]) | Q(effect_time=after[0], id__gt=after[1]))
+        parts_qs.append(due.order_by("effect_time", "id").values_list("key", "effect_time", "id")[:count])
+    slots = {key: slot for slot, (key, _, _) in enumerate(asks)}
+    by_slot: list[list[tuple[Any, int]]] = [[] for _ in asks]
     for key, effect_time, row_id in parts_qs[0].union(*parts_qs[1:], all=True):
         by_slot[slots[key]].append((effect_time, row_id))
-    return [[row_id for _, row_id in sorted(rows)] for rows in by_slot]
+    return [sorted(found) for found in by_slot]
