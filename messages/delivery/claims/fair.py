@@ -190,6 +190,10 @@ def _heads(
         parts_qs.append(due.order_by("effect_time", "id").values_list("key", "effect_time", "id")[:count])
     slots = {key: slot for slot, (key, _, _) in enumerate(asks)}
     by_slot: list[list[tuple[Any, int]]] = [[] for _ in asks]
-    for key, effect_time, row_id in parts_qs[0].union(*parts_qs[1:], all=True):
+    if connection.features.supports_slicing_ordering_in_compound:  # PostgreSQL: one statement
+        found = list(parts_qs[0].union(*parts_qs[1:], all=True))
+    else:  # SQLite: one per key (its claims serialize anyway)
+        found = [row for part in parts_qs for row in part]
+    for key, effect_time, row_id in found:
         by_slot[slots[key]].append((effect_time, row_id))
     return [sorted(found) for found in by_slot]
