@@ -27,7 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection
-from django.db.models import F, Min, Q, QuerySet
+from django.db.models import Q, QuerySet
 
 from messages.delivery import sql
 from messages.models import Message, Status
@@ -61,94 +61,124 @@ def fair_advance(group_pk: int, rows: list[Message]) -> None:
 def fair_claimable_rows(topic: str, group: str, now: datetime, limit: int, cursor: str | None) -> list[Message]:
     """Up to `limit` due NEW rows of the group, round-robin over keys from after `cursor`,
     locked FOR UPDATE SKIP LOCKED, in claim order."""
-    keys = fair_cycle(topic, group, now, limit, cursor)
+    cycle = _Cycle(topic, group, cursor)
+    keys: list[str | None] = []
+    found: list[list[tuple[Any, int]]] = []
+    for _ in range(FILL_PASSES):  # the next keys and each one's oldest due row; keys with none drop out
+        more = cycle.take(limit - len(keys))
+        if not more:
+            break
+        for key, rows in zip(more, _heads(topic, group, now, [(key, None, 1) for key in more]), strict=True):
+            if rows:
+                keys.append(key)
+                found.append(rows)
+        if len(keys) >= limit:
+            break
     if not keys:
         return []
-    heads = _fill(topic, group, now, keys, limit)
+    _fill(topic, group, now, keys, found, limit)
     order: list[int] = []
-    for turn in range(max(len(ids) for ids in heads)):
-        order.extend(ids[turn] for ids in heads if turn < len(ids))
+    seen: set[int] = set()  # under a case-insensitive collation two spellings of a key share rows
+    for turn in range(max(len(rows) for rows in found)):
+        for rows in found:
+            if turn < len(rows) and rows[turn][1] not in seen:
+                seen.add(rows[turn][1])
+                order.append(rows[turn][1])
     order = order[:limit]
     position = {row_id: index for index, row_id in enumerate(order)}
     if sql.is_mysql():  # in `sql.short_transaction`'s SQL transaction, which the ORM does not see
-        rows = sql._messages(
+        locked = sql._messages(
             f"SELECT {sql.MESSAGE_COLUMNS} FROM mq_message WHERE id IN ({sql._id_list(order)}) "  # noqa: S608 - integers and names from the model
             "AND status = %s FOR UPDATE SKIP LOCKED", [Status.NEW])
     else:
-        rows = list(Message.objects.select_for_update(skip_locked=True).filter(id__in=order, status=Status.NEW))
-    rows.sort(key=lambda m: position[m.id])
-    return rows
+        locked = list(Message.objects.select_for_update(skip_locked=True).filter(id__in=order, status=Status.NEW))
+    locked.sort(key=lambda m: position[m.id])
+    return locked
 
 
-def fair_cycle(topic: str, group: str, now: datetime, limit: int, cursor: str | None) -> list[str | None]:
-    """The next `limit` keys (None: no key) with due NEW messages after `cursor`, in cycle
-    order, each once: those after the cursor, then from the cycle's start up to the cursor."""
-    if cursor is None:  # the start of a round: no key, then every key
-        return _keys(topic, group, now, limit, after=None, keyless=True)
-    after: Any = None if cursor == KEYLESS else cursor[1:]
-    keys = _keys(topic, group, now, limit, after=after, keyless=False)
-    if len(keys) < limit:  # wrap: the messages without a key, then the keys up to the cursor
-        keys += _keys(topic, group, now, limit - len(keys), upto=after, keyless=True)
-    return keys
+class _Cycle:
+    """The group's keys in cycle order from after a cursor, read on demand: the keys after
+    it, the messages without a key (always a candidate: their rows say whether any is due),
+    then the keys up to it. Keys are read whether or not they have due messages (a loose
+    scan cannot test effect_time); the claim drops those without."""
 
-
-def _keys(
-    topic: str, group: str, now: datetime, limit: int, *, after: Any = _MISSING, upto: Any = _MISSING,
-    keyless: bool,
-) -> list[str | None]:
-    """Keys with due NEW messages in key order, no key first (`keyless`): those after `after`
-    (None: every key), or those up to and including `upto` (None: no key at all)."""
-    if limit <= 0 or (upto is None and not keyless):
-        return []
-    if sql.is_mysql():
-        if after is not _MISSING:
-            condition, params = ("msg_key IS NOT NULL", []) if after is None else ("msg_key > %s", [after])
-            if keyless:
-                condition = f"(msg_key IS NULL OR {condition})"
-        elif upto is None:
-            condition, params = "msg_key IS NULL", []
+    def __init__(self, topic: str, group: str, cursor: str | None) -> None:
+        self.topic, self.group = topic, group
+        # (lower bound, exclusive; upper bound, inclusive) of a range of keys; None: no key.
+        self.ranges: list[tuple[Any, Any] | None]
+        if cursor is None:  # the start of a round
+            self.ranges = [None, (_MISSING, _MISSING)]
+        elif cursor == KEYLESS:
+            self.ranges = [(_MISSING, _MISSING), None]
         else:
-            condition, params = "(msg_key IS NULL OR msg_key <= %s)", [upto]
+            self.ranges = [(cursor[1:], _MISSING), None, (_MISSING, cursor[1:])]
+        self.after: Any = _MISSING  # within the current range: the last key read
+
+    def take(self, count: int) -> list[str | None]:
+        out: list[str | None] = []
+        while len(out) < count and self.ranges:
+            span = self.ranges[0]
+            if span is None:
+                out.append(None)
+                self.ranges.pop(0)
+                continue
+            lower = span[0] if self.after is _MISSING else self.after
+            want = count - len(out)
+            keys = _distinct_keys(self.topic, self.group, lower, span[1], want)
+            out += keys
+            if len(keys) < want:
+                self.ranges.pop(0)
+                self.after = _MISSING
+            else:
+                self.after = keys[-1]
+        return out
+
+
+def _distinct_keys(topic: str, group: str, lower: Any, upper: Any, limit: int) -> list[str]:
+    """Up to `limit` distinct keys of the group's NEW messages, in key order, after `lower`
+    and up to `upper` (_MISSING: unbounded). MariaDB reads them by a loose index scan: one
+    index dive per key, however many messages a key holds (SELECT DISTINCT of the index's
+    leading columns; a condition on effect_time would turn it into a scan of every entry)."""
+    if sql.is_mysql():
+        bounds, params = "", []
+        if lower is not _MISSING:
+            bounds, params = " AND msg_key > %s", [lower]
+        else:
+            bounds = " AND msg_key IS NOT NULL"
+        if upper is not _MISSING:
+            bounds += " AND msg_key <= %s"
+            params.append(upper)
         with connection.cursor() as db:
             db.execute(
-                "SELECT msg_key, MIN(effect_time) FROM mq_message FORCE INDEX (ix_msg_fair) "  # noqa: S608 - fixed text
-                f"WHERE topic = %s AND group_name = %s AND status = %s AND {condition} AND effect_time <= %s "
-                "GROUP BY msg_key ORDER BY msg_key LIMIT %s",
-                [topic, group, Status.NEW, *params, connection.ops.adapt_datetimefield_value(now), limit],
+                "SELECT DISTINCT topic, group_name, status, msg_key FROM mq_message FORCE INDEX (ix_msg_fair) "  # noqa: S608 - fixed text
+                f"WHERE topic = %s AND group_name = %s AND status = %s{bounds} LIMIT %s",
+                [topic, group, Status.NEW, *params, limit],
             )
-            return [row[0] for row in db.fetchall()]
-    due = _due(topic, group, now)
-    if after is not _MISSING:
-        keyed = Q(key__isnull=False) if after is None else Q(key__gt=after)
-        due = due.filter(keyed | Q(key__isnull=True)) if keyless else due.filter(keyed)
-    elif upto is None:
-        due = due.filter(key__isnull=True)
-    else:
-        due = due.filter(Q(key__isnull=True) | Q(key__lte=upto))
-    # GROUP BY key; NULL first, as MariaDB sorts it (PostgreSQL sorts NULL last by default).
-    return list(due.values("key").annotate(first=Min("effect_time"))
-                .order_by(F("key").asc(nulls_first=True)).values_list("key", flat=True)[:limit])
+            return [row[3] for row in db.fetchall()]  # in index order: the loose scan's
+    rows = Message.objects.filter(topic=topic, group_name=group, status=Status.NEW, key__isnull=False)
+    if lower is not _MISSING:
+        rows = rows.filter(key__gt=lower)
+    if upper is not _MISSING:
+        rows = rows.filter(key__lte=upper)
+    return list(rows.order_by("key").values_list("key", flat=True).distinct()[:limit])
 
 
-def _fill(topic: str, group: str, now: datetime, keys: list[str | None], limit: int) -> list[list[int]]:
-    """Each key's oldest due ids, enough for `limit` in round-robin order: ceil(limit / keys)
-    of each key first; while that falls short because some keys ran out, more of the keys
-    that did not (each pass reads at most the shortfall plus a row per key)."""
-    found: list[list[tuple[Any, int]]] = [[] for _ in keys]
-    asks = dict.fromkeys(range(len(keys)), -(-limit // len(keys)))
+def _fill(
+    topic: str, group: str, now: datetime, keys: list[str | None], found: list[list[tuple[Any, int]]], limit: int,
+) -> None:
+    """More of each key's oldest due rows (into `found`), enough for `limit` in round-robin
+    order: ceil(shortfall / keys) more of each key that may have more, again while keys run
+    out (each pass reads at most the shortfall plus a row per key)."""
+    full = [slot for slot, rows in enumerate(found) if len(rows) == 1]
     for _ in range(FILL_PASSES):
-        slots = list(asks)
-        got = _heads(topic, group, now, [(keys[s], found[s][-1] if found[s] else None, asks[s]) for s in slots])
-        full = []
-        for slot, rows in zip(slots, got, strict=True):
-            found[slot] += rows
-            if len(rows) == asks[slot]:
-                full.append(slot)
         short = limit - sum(len(rows) for rows in found)
         if short <= 0 or not full:
-            break
-        asks = dict.fromkeys(full, -(-short // len(full)))
-    return [[row_id for _, row_id in rows] for rows in found]
+            return
+        ask = -(-short // len(full))
+        got = _heads(topic, group, now, [(keys[slot], found[slot][-1], ask) for slot in full])
+        for slot, rows in zip(full, got, strict=True):
+            found[slot] += rows
+        full = [slot for slot, rows in zip(full, got, strict=True) if len(rows) == ask]
 
 
 def _due(topic: str, group: str, now: datetime) -> QuerySet[Message]:
@@ -166,7 +196,7 @@ def _heads(
         for slot, (key, after, count) in enumerate(asks):
             later = "" if after is None else " AND (effect_time > %s OR (effect_time = %s AND id > %s))"
             parts.append(
-                f"(SELECT {slot} AS slot, effect_time, id FROM mq_message FORCE INDEX (ix_msg_fair) "
+                f"(SELECT {slot} AS slot, effect_time, id FROM mq_message FORCE INDEX (ix_msg_fair) "  # noqa: S608 - fixed text
                 "WHERE topic = %s AND group_name = %s AND status = %s AND "
                 f"{'msg_key IS NULL' if key is None else 'msg_key = %s'} AND effect_time <= %s{later} "
                 f"ORDER BY effect_time, id LIMIT {int(count)})")
