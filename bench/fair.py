@@ -54,7 +54,7 @@ def main(backlog: int, keys: int, claims: int, batch: int) -> dict[str, object]:
         now = timezone.now()
         per_key = max(1, backlog // keys)
         for group in ("fair", "plain"):
-            rows = [sql.NewMessage(topic="fair", group_name=group, data='{"n":%d}' % n, key=f"tenant-{n // per_key:05d}",
+            rows = [sql.NewMessage(topic="fair", group_name=group, data=f'{{"n":{n}}}', key=f"tenant-{n // per_key:05d}",
                                    headers={}, status=Status.NEW, effect_time=now, retry_remaining=3, attempt=0,
                                    timeout_seconds=60, dedup_key=None, last_log="", add_time=now, update_time=now,
                                    producer="bench", publish_id=None)
