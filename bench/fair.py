@@ -4,7 +4,8 @@
 
 In one process, without HTTP: one topic with two subscribed groups, `fair` (`fair_keys`)
 and `plain`, each holding the same backlog of `--backlog` NEW messages spread evenly over
-`--keys` distinct keys (stored in key order, as bursts of each key). Then `--claims` claims
+`--keys` distinct keys (stored in key order, as bursts of each key), and with `--burst N`, N
+messages of one more key stored before them (one tenant's burst). Then `--claims` claims
 of `--batch` per group, fair and plain taking turns (the same sitting, the same drift), each
 claim in autocommit as a broker makes it (`messages_claim`: its own transaction, leases
 written). A claim takes at most a few percent of the backlog, so the last claims see about
@@ -22,7 +23,7 @@ import statistics
 import time
 
 
-def main(backlog: int, keys: int, claims: int, batch: int) -> dict[str, object]:
+def main(backlog: int, keys: int, claims: int, batch: int, burst: int = 0) -> dict[str, object]:
     database = f"mq_fair_{os.environ.get('MQ_BENCH_ID', 'bench')}"
     os.environ["DATABASE_URL"] = f"mysql://root@127.0.0.1:3306/{database}"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mqcenter.settings")
@@ -59,6 +60,7 @@ def main(backlog: int, keys: int, claims: int, batch: int) -> dict[str, object]:
                                    timeout_seconds=60, dedup_key=None, last_log="", add_time=now, update_time=now,
                                    producer="bench", publish_id=None)
                     for n in range(backlog)]
+            rows[:0] = [row._replace(key="tenant-burst") for row in rows[:1]] * burst  # one key's burst first
             for start in range(0, len(rows), 5000):
                 sql.insert_values(sql.Message, rows[start:start + 5000], return_ids=False)
         with connection.cursor() as cursor:
@@ -67,9 +69,9 @@ def main(backlog: int, keys: int, claims: int, batch: int) -> dict[str, object]:
         broker = Principal(name="bench", scopes=("admin",), biz_ids=None)
         with connection.cursor() as cursor:  # the key scan's plan: "Using index for group-by" is the loose scan
             cursor.execute(
-                "EXPLAIN SELECT msg_key, MIN(effect_time) FROM mq_message FORCE INDEX (ix_msg_fair) "
-                "WHERE topic = 'fair' AND group_name = 'fair' AND status = 'NEW' AND msg_key > 'tenant-00005' "
-                "AND effect_time <= NOW(6) GROUP BY msg_key ORDER BY msg_key LIMIT %s", [batch])
+                "EXPLAIN SELECT DISTINCT topic, group_name, status, msg_key FROM mq_message FORCE INDEX (ix_msg_fair) "
+                "WHERE topic = 'fair' AND group_name = 'fair' AND status = 'NEW' AND msg_key > 'tenant-00005' LIMIT %s",
+                [batch])
             names = [c[0] for c in cursor.description]
             plan = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
@@ -103,7 +105,7 @@ def main(backlog: int, keys: int, claims: int, batch: int) -> dict[str, object]:
                     "statements_per_claim": round(statements[group] / claims, 2),
                     "distinct_keys_per_claim": statistics.median(distinct[group])}
 
-        out: dict[str, object] = {"backlog_per_group": backlog, "keys": keys, "batch": batch, "claims": claims,
+        out: dict[str, object] = {"backlog_per_group": backlog + burst, "keys": keys, "burst": burst, "batch": batch, "claims": claims,
                                   "fair": figure("fair"), "plain": figure("plain"),
                                   "key_scan_plan": [{k: p[k] for k in ("type", "key", "rows", "Extra")} for p in plan]}
         out["fair_over_plain_p50"] = round(statistics.median(timings["fair"]) / statistics.median(timings["plain"]), 2)
@@ -121,5 +123,6 @@ if __name__ == "__main__":
     parser.add_argument("--keys", type=int, default=10_000, help="distinct keys they are spread over")
     parser.add_argument("--claims", type=int, default=200, help="claims per group")
     parser.add_argument("--batch", type=int, default=100, help="messages per claim")
+    parser.add_argument("--burst", type=int, default=0, help="messages of one more key, stored first")
     args = parser.parse_args()
-    print("RESULT " + json.dumps(main(args.backlog, args.keys, args.claims, args.batch)))
+    print("RESULT " + json.dumps(main(args.backlog, args.keys, args.claims, args.batch, args.burst)))
