@@ -4,9 +4,9 @@ The keys with due NEW messages form a cycle in key order, the messages without a
 (one key of their own). A claim of N starts after the key the group's last claim served
 (its cursor, `TopicGroup.fair_after`) and takes the oldest due message of each next key,
 wrapping round the cycle, before a second message of any key: with K keys due, it takes
-ceil(N / K) rounds (fewer when a key runs out). So one key's burst of 100,000 messages
-delays another key's single message by one claim at most. Within a key the order is
-(effect_time, id); priority is ignored by fair claims (documented in docs/delivery.md).
+ceil(N / K) rounds, the keys that still have messages filling in for those that ran out.
+So one key's burst of 100,000 messages delays another key's single message by one claim at
+most. Within a key the order is (effect_time, id); fair claims do not use priority (docs/api.md).
 
 The cursor is state, so it lives on the group's row: the claim locks that row, reads the
 cursor and stores the last key it served, one claimer at a time per fair group (as flow
@@ -14,11 +14,13 @@ control does). Rows are still taken FOR UPDATE SKIP LOCKED: the expiry sweep or 
 may hold some.
 
 Statements on MariaDB, each along `ix_msg_fair` (topic, group_name, status, msg_key,
-effect_time): the next keys after the cursor by a loose index scan (GROUP BY msg_key with
-MIN(effect_time): one index dive per key, whatever each key's backlog), a second one from the
-cycle's start when it wraps, the oldest due ids of each key (one short range per key, UNION
-ALL), then the rows locked by id. Keys compare as the column's collation compares them (under
-a case-insensitive one, "a" and "A" are one key). Groups without the option never come here.
+effect_time): the next N keys after the cursor by a loose index scan (SELECT DISTINCT: one
+index dive per key, whatever each key's backlog; a second one from the cycle's start when it
+wraps), the oldest due row of each (one short range per key, UNION ALL; keys with none due
+drop out and the next keys are read), more rows of the keys that have them while the claim
+is short, then the rows locked by id. Typically five statements besides the lease. Keys
+compare as the column's collation compares them (under a case-insensitive one, "a" and "A"
+are one key). Groups without the option never come here.
 """
 
 from __future__ import annotations
@@ -34,7 +36,11 @@ from messages.models import Message, Status
 
 KEYLESS = "-"  # the cursor after the messages without a key; a key is stored as "k" + key
 _MISSING = object()
-FILL_PASSES = 4  # a claim falls short only when keys run out in a way this many passes cannot fill
+# Passes reading more keys (when keys read have nothing due) and more rows (when keys run
+# out): a claim reads at most this many times N keys. Past that many keys in a row with
+# only delayed messages it comes back short; the cursor moves past them, and the next
+# claim goes on from there.
+FILL_PASSES = 4
 
 
 def fair_cursor_locked(group_pk: int) -> str | None:
@@ -47,53 +53,76 @@ def fair_cursor_locked(group_pk: int) -> str | None:
     return row[0] if row else None
 
 
-def fair_advance(group_pk: int, rows: list[Message]) -> None:
-    """Store the key of the claim's last row as the group's cursor (under the same lock)."""
-    if not rows:
+def fair_advance(group_pk: int, cursor: str | None) -> None:
+    """Store the group's cursor (under the claim's lock); None: leave it."""
+    if cursor is None:
         return
-    key = rows[-1].key
     table = connection.ops.quote_name("topics_topicgroup")
-    with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {table} SET fair_after = %s WHERE id = %s",  # noqa: S608 - a quoted name
-                       [KEYLESS if key is None else "k" + key, group_pk])
+    with connection.cursor() as db:
+        db.execute(f"UPDATE {table} SET fair_after = %s WHERE id = %s", [cursor, group_pk])  # noqa: S608 - a quoted name
 
 
-def fair_claimable_rows(topic: str, group: str, now: datetime, limit: int, cursor: str | None) -> list[Message]:
-    """Up to `limit` due NEW rows of the group, round-robin over keys from after `cursor`,
-    locked FOR UPDATE SKIP LOCKED, in claim order."""
-    cycle = _Cycle(topic, group, cursor)
-    keys: list[str | None] = []
-    found: list[list[tuple[Any, int]]] = []
-    for _ in range(FILL_PASSES):  # the next keys and each one's oldest due row; keys with none drop out
-        more = cycle.take(limit - len(keys))
-        if not more:
-            break
-        for key, rows in zip(more, _heads(topic, group, now, [(key, None, 1) for key in more]), strict=True):
-            if rows:
-                keys.append(key)
-                found.append(rows)
-        if len(keys) >= limit:
-            break
-    if not keys:
-        return []
-    _fill(topic, group, now, keys, found, limit)
-    order: list[int] = []
-    seen: set[int] = set()  # under a case-insensitive collation two spellings of a key share rows
-    for turn in range(max(len(rows) for rows in found)):
-        for rows in found:
-            if turn < len(rows) and rows[turn][1] not in seen:
-                seen.add(rows[turn][1])
-                order.append(rows[turn][1])
-    order = order[:limit]
-    position = {row_id: index for index, row_id in enumerate(order)}
-    if sql.is_mysql():  # in `sql.short_transaction`'s SQL transaction, which the ORM does not see
-        locked = sql._messages(
-            f"SELECT {sql.MESSAGE_COLUMNS} FROM mq_message WHERE id IN ({sql._id_list(order)}) "  # noqa: S608 - integers and names from the model
-            "AND status = %s FOR UPDATE SKIP LOCKED", [Status.NEW])
-    else:
-        locked = list(Message.objects.select_for_update(skip_locked=True).filter(id__in=order, status=Status.NEW))
-    locked.sort(key=lambda m: position[m.id])
-    return locked
+def _position(key: str | None) -> str:
+    return KEYLESS if key is None else "k" + key
+
+
+class FairPick:
+    """One fair claim's choice of rows (`rows`, for `expiry.claimed_live`, which may ask
+    again after expiring some) and where the group's cursor goes after it (`cursor_after`)."""
+
+    def __init__(self, topic: str, group: str, now: datetime, limit: int, cursor: str | None) -> None:
+        self.topic, self.group, self.now, self.limit, self.cursor = topic, group, now, limit, cursor
+        self.turn: dict[int, int] = {}
+        self.last_read: str | None = None  # the cycle position of the last key read
+
+    def rows(self) -> list[Message]:
+        """Up to `limit` due NEW rows of the group, round-robin over keys from after the
+        cursor, locked FOR UPDATE SKIP LOCKED, in claim order."""
+        topic, group, now, limit = self.topic, self.group, self.now, self.limit
+        cycle = _Cycle(topic, group, self.cursor)
+        keys: list[str | None] = []
+        found: list[list[tuple[Any, int]]] = []
+        for _ in range(FILL_PASSES):  # the next keys and each one's oldest due row; keys with none drop out
+            more = cycle.take(limit - len(keys))
+            if not more:
+                break
+            for key, rows in zip(more, _heads(topic, group, now, [(key, None, 1) for key in more]), strict=True):
+                if key is not None or rows:  # the keys read all have NEW rows; no key is always asked
+                    self.last_read = _position(key)
+                if rows:
+                    keys.append(key)
+                    found.append(rows)
+            if len(keys) >= limit:
+                break
+        if not keys:
+            return []
+        _fill(topic, group, now, keys, found, limit)
+        order: list[int] = []
+        self.turn = {}
+        for turn in range(max(len(rows) for rows in found)):
+            for rows in found:
+                # under a case-insensitive collation two spellings of a key share rows
+                if turn < len(rows) and rows[turn][1] not in self.turn:
+                    self.turn[rows[turn][1]] = turn
+                    order.append(rows[turn][1])
+        order = order[:limit]
+        position = {row_id: index for index, row_id in enumerate(order)}
+        if sql.is_mysql():  # in `sql.short_transaction`'s SQL transaction, which the ORM does not see
+            locked = sql._messages(
+                f"SELECT {sql.MESSAGE_COLUMNS} FROM mq_message WHERE id IN ({sql._id_list(order)}) "  # noqa: S608 - integers and names from the model
+                "AND status = %s FOR UPDATE SKIP LOCKED", [Status.NEW])
+        else:
+            locked = list(Message.objects.select_for_update(skip_locked=True).filter(id__in=order, status=Status.NEW))
+        locked.sort(key=lambda m: position[m.id])
+        return locked
+
+    def cursor_after(self, leased: list[Message]) -> str | None:
+        """The key served last; when the claim ended in its first round, the last key read
+        (the keys read after the last served had nothing due), so that the next claim moves
+        on past keys with only delayed messages. None: leave the cursor."""
+        if leased and self.turn.get(leased[-1].id, 0) > 0:
+            return _position(leased[-1].key)
+        return self.last_read or (_position(leased[-1].key) if leased else None)
 
 
 class _Cycle:

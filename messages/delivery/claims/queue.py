@@ -7,7 +7,7 @@ from datetime import datetime
 
 from messages.delivery import expiry, lifecycle, sql
 from messages.delivery.claims.aging import queue_claimable_rows
-from messages.delivery.claims.fair import fair_advance, fair_claimable_rows, fair_cursor_locked
+from messages.delivery.claims.fair import FairPick, fair_advance, fair_cursor_locked
 from messages.delivery.claims.gate import Claim, gate_open, gate_spend
 from mqcenter.core.db import retry_on_lock_conflict
 
@@ -28,16 +28,16 @@ def claim_queue(
         if gate is not None and gate.limit == 0:
             return Claim([], gate.retry_at)
         take = gate.limit if gate else limit
-        if fair:
-            cursor = fair_cursor_locked(group_pk)
-            rows, more = expiry.claimed_live(lambda: fair_claimable_rows(topic, group, now, take, cursor), now=now)
+        pick = FairPick(topic, group, now, take, fair_cursor_locked(group_pk)) if fair else None
+        if pick is not None:
+            rows, more = expiry.claimed_live(pick.rows, now=now)
         else:
             rows, more = expiry.claimed_live(lambda: queue_claimable_rows(topic, group, now, take), now=now)
         leased = lifecycle.lease(rows, consumer=consumer, rank=rank, now=now) if rows else []
-        if fair:
+        if pick is not None:
             position = {m.id: index for index, m in enumerate(rows)}
             leased.sort(key=lambda m: position[m.id])  # handed over in claim order
-            fair_advance(group_pk, leased)
+            fair_advance(group_pk, pick.cursor_after(leased))
         else:
             leased.sort(key=lambda m: (-m.priority, m.effect_time, m.id))  # handed over in claim order
         if gate is not None:

@@ -94,6 +94,15 @@ def test_keys_whose_messages_are_not_due_are_passed_over(tenants):
     assert keys_of(claim("fair", 5)) == ["A", "C"]
 
 
+def test_a_claim_moves_the_cursor_past_keys_with_only_delayed_messages(tenants):
+    publish("D0", "D1", "D2", "D3", "D4", "D5", "Z")
+    later = timezone.now() + timedelta(hours=1)
+    Message.objects.filter(group_name="fair", key__startswith="D").update(effect_time=later)
+    assert claim("fair", 1) == []  # four keys read (FILL_PASSES x 1), none due
+    assert TopicGroup.objects.get(name="fair").fair_after == "kD3"
+    assert claim("fair", 1) == [("Z", 6)]
+
+
 def test_fair_claims_do_not_use_priority(tenants):
     publish("A", "A")
     publish("B", priority=9)
