@@ -10,7 +10,9 @@ of `--batch` per group, fair and plain taking turns (the same sitting, the same 
 claim in autocommit as a broker makes it (`messages_claim`: its own transaction, leases
 written). A claim takes at most a few percent of the backlog, so the last claims see about
 the backlog the first saw. Answers µs per claim (median, p90) and statements per claim
-(MariaDB's `Questions` counter) for each, and the fair/plain ratio. MariaDB only (the
+(MariaDB's `Questions` counter) for each, and the fair/plain ratio. With `--index-cost R`,
+then the INSERT rate of 100-row batches with and without `ix_msg_fair`, R runs each,
+alternating (the index's cost to every produce, database side). MariaDB only (the
 loose index scan is the point); a scratch database, `mq_fair_<MQ_BENCH_ID>`, dropped after.
 """
 
@@ -23,7 +25,7 @@ import statistics
 import time
 
 
-def main(backlog: int, keys: int, claims: int, batch: int, burst: int = 0) -> dict[str, object]:
+def main(backlog: int, keys: int, claims: int, batch: int, burst: int = 0, index_cost: int = 0) -> dict[str, object]:
     database = f"mq_fair_{os.environ.get('MQ_BENCH_ID', 'bench')}"
     os.environ["DATABASE_URL"] = f"mysql://root@127.0.0.1:3306/{database}"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mqcenter.settings")
@@ -109,12 +111,53 @@ def main(backlog: int, keys: int, claims: int, batch: int, burst: int = 0) -> di
                                   "fair": figure("fair"), "plain": figure("plain"),
                                   "key_scan_plan": [{k: p[k] for k in ("type", "key", "rows", "Extra")} for p in plan]}
         out["fair_over_plain_p50"] = round(statistics.median(timings["fair"]) / statistics.median(timings["plain"]), 2)
+        if index_cost:
+            out["insert_rows_per_s"] = _index_cost(index_cost)
         out["load_average_1m"] = os.getloadavg()[0]
         return out
     finally:
         connection.close()
         admin.cursor().execute(f"DROP DATABASE IF EXISTS `{database}`")
         admin.close()
+
+
+def _index_cost(rounds: int) -> dict[str, object]:
+    """Rows/s of 100-row INSERTs (each committed, 20,000 rows a run, half of them keyed) into
+    the same table with `ix_msg_fair` and without it (dropped and made again), alternating:
+    the database's side of what the index costs a produce."""
+    from django.db import connection
+    from django.utils import timezone
+
+    from messages.delivery import sql
+    from messages.models import Status
+
+    def run(start: int) -> float:
+        began = time.perf_counter()
+        for b in range(200):
+            now = timezone.now()
+            rows = [sql.NewMessage(topic="ins", group_name="g", data=f'{{"n":{n},"pad":"{"x" * 180}"}}',
+                                   key=f"k{n % 5000}" if n % 2 else None, headers={}, status=Status.NEW,
+                                   effect_time=now, retry_remaining=3, attempt=0, timeout_seconds=60, dedup_key=None,
+                                   last_log="", add_time=now, update_time=now, producer="bench", publish_id=None)
+                    for n in range(start + b * 100, start + b * 100 + 100)]
+            with connection.cursor() as cursor:
+                cursor.execute("START TRANSACTION")
+                sql.insert_values(sql.Message, rows, return_ids=True)
+                cursor.execute("COMMIT")
+        return 20_000 / (time.perf_counter() - began)
+
+    rates: dict[str, list[float]] = {"with": [], "without": []}
+    run(0)  # warm
+    for r in range(rounds):
+        for name in ("with", "without"):
+            with connection.cursor() as cursor:
+                if name == "with" and r:
+                    cursor.execute("CREATE INDEX ix_msg_fair ON mq_message (topic, group_name, status, msg_key, effect_time)")
+                elif name == "without":
+                    cursor.execute("DROP INDEX ix_msg_fair ON mq_message")
+            rates[name].append(run((2 * r + 1 + (name == "without")) * 20_000))
+    return {**{name: [round(v) for v in values] for name, values in rates.items()},
+            "with_over_without": round(statistics.median(rates["with"]) / statistics.median(rates["without"]), 3)}
 
 
 if __name__ == "__main__":
@@ -124,5 +167,7 @@ if __name__ == "__main__":
     parser.add_argument("--claims", type=int, default=200, help="claims per group")
     parser.add_argument("--batch", type=int, default=100, help="messages per claim")
     parser.add_argument("--burst", type=int, default=0, help="messages of one more key, stored first")
+    parser.add_argument("--index-cost", type=int, default=0, metavar="ROUNDS",
+                        help="then INSERT rows/s with and without ix_msg_fair, this many rounds each")
     args = parser.parse_args()
-    print("RESULT " + json.dumps(main(args.backlog, args.keys, args.claims, args.batch, args.burst)))
+    print("RESULT " + json.dumps(main(args.backlog, args.keys, args.claims, args.batch, args.burst, args.index_cost)))
