@@ -162,6 +162,37 @@ def test_two_concurrent_claimers_never_take_the_same_message():
         "c0": len(taken[0]), "c1": len(taken[1])}
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif("connection.vendor == 'sqlite'", reason="SQLite has no row locks")
+def test_a_row_another_transaction_holds_is_skipped_not_waited_for():
+    from django.db import transaction
+
+    topic = Topic.objects.create(name="tenants")
+    TopicGroup.objects.create(topic=topic, name="fair", fair_keys=True)
+    publish("A", "B", "C")
+    held = Message.objects.get(key="A").id
+    locked, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                list(Message.objects.select_for_update().filter(id=held))
+                locked.set()
+                release.wait(timeout=60)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert locked.wait(timeout=30)
+        assert keys_of(claim("fair", 3)) == ["B", "C"]  # A's row is skipped, not waited for
+    finally:
+        release.set()
+        holder.join(timeout=60)
+    assert claim("fair", 3) == [("A", 0)]
+
+
 def test_the_api_sets_and_shows_the_option_and_refuses_a_bad_value(admin_api, tenants):
     body = admin_api.patch("/api/v1/topics/tenants/groups/plain", {"fair_keys": True}).json()
     assert body["fair_keys"] is True and TopicGroup.objects.get(name="plain").fair_keys
