@@ -80,6 +80,7 @@ class FairPick:
         cursor, locked FOR UPDATE SKIP LOCKED, in claim order."""
         topic, group, now, limit = self.topic, self.group, self.now, self.limit
         cycle = _Cycle(topic, group, self.cursor)
+        self.last_read = None
         keys: list[str | None] = []
         found: list[list[tuple[Any, int]]] = []
         for _ in range(FILL_PASSES):  # the next keys and each one's oldest due row; keys with none drop out
