@@ -103,6 +103,13 @@ def test_a_claim_moves_the_cursor_past_keys_with_only_delayed_messages(tenants):
     assert claim("fair", 1) == [("Z", 6)]
 
 
+def test_an_expired_head_of_a_key_ends_expired_and_the_next_one_goes(tenants):
+    publish("A", "A", "B")
+    Message.objects.filter(group_name="fair", data="0").update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert claim("fair", 2) == [("A", 1), ("B", 2)]
+    assert Message.objects.get(group_name="fair", data="0").status == Status.EXPIRED
+
+
 def test_fair_claims_do_not_use_priority(tenants):
     publish("A", "A")
     publish("B", priority=9)
