@@ -86,6 +86,9 @@ class Message(models.Model):
             models.Index(fields=["topic", "group_name", "status", "id"], name="ix_msg_order"),
             # sharded claims (head of a key) and key search with or without a topic.
             models.Index(fields=["key", "topic", "group_name", "status"], name="ix_msg_key"),
+            # fair queue claims (claims/fair.py): the next keys with due NEW messages, a
+            # loose scan that jumps key to key, and the oldest due rows of each key.
+            models.Index(fields=["topic", "group_name", "status", "key", "effect_time"], name="ix_msg_fair"),
             # status filters in keyset (id) order; lease recovery reads the few RUNNING rows.
             models.Index(fields=["status", "id"], name="ix_msg_status"),
             # topic filters in keyset order (console and search without a group).

@@ -38,7 +38,7 @@ from topics.services import topic_require_biz
 
 MIN_RATE = 0.01  # one delivery every 100 s: a slower rate is a pause
 MAX_RATE = 100_000.0
-GROUP_SETTINGS = ("mode", "paused", "max_in_flight", "rate_per_second", "key_concurrency")
+GROUP_SETTINGS = ("mode", "paused", "max_in_flight", "rate_per_second", "key_concurrency", "fair_keys")
 DELETE_BATCH = 1000
 
 
@@ -282,7 +282,8 @@ def _names(topic: Topic, name: str) -> dict[str, str]:
 
 def _limits(group: TopicGroup) -> dict[str, Any]:
     return {"paused": group.paused, "max_in_flight": group.max_in_flight,
-            "rate_per_second": group.rate_per_second, "key_concurrency": group.key_concurrency}
+            "rate_per_second": group.rate_per_second, "key_concurrency": group.key_concurrency,
+            "fair_keys": group.fair_keys}
 
 
 def group_settings_validated(changes: dict[str, Any]) -> dict[str, Any]:
@@ -310,9 +311,9 @@ def _validated(changes: dict[str, Any]) -> dict[str, Any]:
         if field == "mode":
             if value not in DeliveryMode.values:
                 raise InvalidRequest(f"mode must be one of {', '.join(DeliveryMode.values)}.", details={"field": field})
-        elif field == "paused":
+        elif field in ("paused", "fair_keys"):
             if not isinstance(value, bool):
-                raise InvalidRequest("paused must be true or false.", details={"field": field})
+                raise InvalidRequest(f"{field} must be true or false.", details={"field": field})
         elif field == "rate_per_second":
             if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
                                       or not MIN_RATE <= value <= MAX_RATE):

@@ -99,6 +99,7 @@ class Groups:
         max_in_flight: int | None = None,
         rate_per_second: float | None = None,
         key_concurrency: int | None = None,
+        fair_keys: bool | None = None,
         exist_ok: bool = False,
         tags: Iterable[str] | None = None,
         expression: str | None = None,
@@ -121,6 +122,7 @@ class Groups:
             "max_in_flight": max_in_flight,
             "rate_per_second": rate_per_second,
             "key_concurrency": key_concurrency,
+            "fair_keys": fair_keys,
         }
         body.update({name: value for name, value in settings.items() if value is not None})
         if tags is not None or expression is not None:
@@ -134,7 +136,7 @@ class Groups:
 
     def update(self, topic: str, group: str, **changes: Any) -> dict[str, Any]:
         """Change settings (``mode``, ``paused``, ``max_in_flight``, ``rate_per_second``,
-        ``key_concurrency``, ``filter``: see ``subscription_filter``); ``None`` lifts a limit
+        ``key_concurrency``, ``fair_keys``, ``filter``: see ``subscription_filter``); ``None`` lifts a limit
         or removes the filter. Returns the group's new state."""
         return dict(self.transport.call("PATCH", _path(topic, group), json=changes))
 

@@ -79,6 +79,12 @@ def _add_limits(parser: argparse.ArgumentParser) -> None:
         help="sharded mode: messages of one key at once",
     )
     parser.add_argument(
+        "--fair-keys",
+        choices=["on", "off"],
+        default=argparse.SUPPRESS,
+        help="queue mode: claims take the keys' messages round-robin",
+    )
+    parser.add_argument(
         "--tags",
         default=argparse.SUPPRESS,
         metavar="A,B",
@@ -134,6 +140,8 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
     names = ("mode", "max_in_flight", "rate_per_second", "key_concurrency")
     found = {name: getattr(args, name) for name in names if hasattr(args, name)}
+    if hasattr(args, "fair_keys"):
+        found["fair_keys"] = args.fair_keys == "on"
     if found.get("mode") is None:
         found.pop("mode", None)
     if hasattr(args, "tags") or hasattr(args, "expression"):

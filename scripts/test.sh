@@ -94,6 +94,7 @@ ha_lane() {
     tests/messages/delivery/test_claim_plan.py tests/messages/delivery/test_concurrency.py \
     tests/messages/delivery/test_pull_answer.py tests/messages/delivery/test_row_pull.py \
     tests/messages/delivery/test_priority.py tests/messages/delivery/test_expiry.py \
+  tests/messages/delivery/test_fair_keys.py \
     tests/messages/delivery/test_snooze.py tests/messages/delivery/test_backpressure.py \
     tests/messages/test_cancel.py tests/messages/transactions/test_transactions.py "$@"
   # One at a time: these kill nodes, which the other tests would see.
@@ -123,6 +124,7 @@ DATABASE_URL=postgres://root@127.0.0.1:5432/mqcenter .venv/bin/python -m pytest 
   tests/messages/test_subscriptions.py tests/messages/test_cancel.py \
   tests/messages/transactions/test_transactions.py tests/messages/schedules/test_schedules.py \
   tests/messages/delivery/test_priority.py tests/messages/delivery/test_expiry.py \
+  tests/messages/delivery/test_fair_keys.py \
   tests/messages/delivery/test_backpressure.py tests/messages/delivery/test_snooze.py \
   tests/messages/stats/test_flush.py tests/messages/archive/test_cleanup.py \
   tests/messages/routing tests/messages/test_overflow.py tests/messages/batches \

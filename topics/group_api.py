@@ -26,6 +26,8 @@ from topics.services import topic_get, topic_require_biz, topics_for_produce
 ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 409, 503)}
 CREATE_FIELDS = {"group", "start", "filter", *subscriptions.GROUP_SETTINGS}
 UPDATE_FIELDS = {"filter", *subscriptions.GROUP_SETTINGS}
+FAIR_HELP = ("queue mode: claims take the keys' messages round-robin (one per key per round, messages "
+             "without a key as one key; priority is not used within the fair order)")
 FILTER_HELP = ('{"tags": [...]} or {"expression": "tag IN (\'a\') AND region = \'eu\'"}: a publish is copied '
                "to the group only when it matches; null: every publish")
 
@@ -35,6 +37,7 @@ GroupStatusSerializer = inline_serializer("GroupStatus", {
                                            " to it until a consumer or an operator subscribes it"),
     "mode": serializers.CharField(), "paused": serializers.BooleanField(), "max_in_flight": serializers.IntegerField(allow_null=True),
     "rate_per_second": serializers.FloatField(allow_null=True), "key_concurrency": serializers.IntegerField(),
+    "fair_keys": serializers.BooleanField(help_text=FAIR_HELP),
     "backlog": serializers.IntegerField(), "in_flight": serializers.IntegerField(),
     "dead": serializers.IntegerField(), "oldest_age_seconds": serializers.FloatField(allow_null=True),
     "consumers_online": serializers.IntegerField(), "last_pull_at": serializers.DateTimeField(allow_null=True),
@@ -51,6 +54,7 @@ GroupCreateSerializer = inline_serializer("GroupCreate", {
     "max_in_flight": serializers.IntegerField(required=False, allow_null=True),
     "rate_per_second": serializers.FloatField(required=False, allow_null=True),
     "key_concurrency": serializers.IntegerField(required=False),
+    "fair_keys": serializers.BooleanField(required=False, help_text=FAIR_HELP),
     "filter": serializers.DictField(required=False, allow_null=True, help_text=FILTER_HELP),
 })
 GroupUpdateSerializer = inline_serializer("GroupUpdate", {
@@ -58,6 +62,7 @@ GroupUpdateSerializer = inline_serializer("GroupUpdate", {
     "max_in_flight": serializers.IntegerField(required=False, allow_null=True),
     "rate_per_second": serializers.FloatField(required=False, allow_null=True),
     "key_concurrency": serializers.IntegerField(required=False),
+    "fair_keys": serializers.BooleanField(required=False, help_text=FAIR_HELP),
     "filter": serializers.DictField(required=False, allow_null=True, help_text=FILTER_HELP),
 })
 JobSerializer = inline_serializer("ReplayJob", {"job": serializers.IntegerField(), "group": serializers.CharField()})

@@ -42,7 +42,7 @@ from topics.selectors import group_rows
 from topics.views import NEW_GROUP_FORM, topic_for
 
 FORMS = "topics/groups.html"
-LIMIT_FIELDS = ("mode", "max_in_flight", "rate_per_second", "key_concurrency")
+LIMIT_FIELDS = ("mode", "max_in_flight", "rate_per_second", "key_concurrency", "fair_keys")
 CREATE_FIELDS = ("group", "mode", "start", "start_time")
 
 
@@ -129,6 +129,7 @@ def group_limits(request: HttpRequest, name: str, group: str) -> HttpResponse:
         "max_in_flight": _shown(row.max_in_flight),
         "rate_per_second": _shown(row.rate_per_second),
         "key_concurrency": _shown(row.key_concurrency),
+        "fair_keys": "on" if row.fair_keys else "off",
     }
     context = _context(request, topic, row.name, current)
     if request.method != "POST":
@@ -139,6 +140,7 @@ def group_limits(request: HttpRequest, name: str, group: str) -> HttpResponse:
         "max_in_flight": lambda: int_from_form(values["max_in_flight"], "max_in_flight", low=1, high=2**31 - 1),
         "rate_per_second": lambda: _rate(values["rate_per_second"]),
         "key_concurrency": lambda: int_from_form(values["key_concurrency"], "key_concurrency", low=1, high=2**31 - 1),
+        "fair_keys": lambda: _fair(values["fair_keys"], current=row.fair_keys),
     })
     errors = {**subscriptions.group_settings_errors(wanted), **errors}
     if errors:
@@ -264,6 +266,15 @@ def _start(values: dict[str, str]) -> Any:
     if moment is None:
         raise InvalidRequest(_("Give the time to start from."), details={"field": "start_time"})
     return subscriptions.start_parse(moment.isoformat(), field="start_time")
+
+
+def _fair(value: str, *, current: bool) -> bool:
+    """The form's fair keys choice: "on" or "off"; left out, the group's current setting."""
+    if not value:
+        return current
+    if value not in ("on", "off"):
+        raise InvalidRequest(_("fair_keys must be on or off."), details={"field": "fair_keys"})
+    return value == "on"
 
 
 def _rate(value: str) -> float | None:

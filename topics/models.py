@@ -128,6 +128,11 @@ class TopicGroup(models.Model):
     max_in_flight = models.PositiveIntegerField(null=True, blank=True)  # RUNNING at once; None: no limit
     rate_per_second = models.FloatField(null=True, blank=True)  # deliveries per second; None: no limit
     key_concurrency = models.PositiveIntegerField(default=1)  # sharded: messages of one key at once
+    # Queue mode: claims take the messages of the keys round-robin (messages/delivery/claims/fair.py).
+    fair_keys = models.BooleanField(default=False, db_default=False)
+    # Fair claims' cursor, the last key served: "k" + the key, "-" the messages without a key;
+    # None: at the start of a round.
+    fair_after = models.CharField(max_length=129, null=True, blank=True)  # noqa: DJ001 - NULL: round start
     # The rate limit's token bucket: tokens left when last refilled.
     rate_tokens = models.FloatField(default=0.0)
     rate_refilled_at = models.DateTimeField(null=True, blank=True)

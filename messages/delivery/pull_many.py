@@ -5,7 +5,7 @@ cost a claim transaction, and its commit, per woken pull. `messages_pull_many` t
 deliverable rows for all of them with one locking SELECT and leases them with one UPDATE
 (`lifecycle.lease_many`), each pull getting its share in claim order, up to its
 `max_messages`; one commit. Only queue-mode groups without flow control are claimed
-together; anything else (serial, sharded, flow control, a paused or missing topic, a
+together; anything else (serial, sharded, flow control, fair keys, a paused or missing topic, a
 principal that may not consume the topic) is answered None: that pull claims alone
 (`pull.messages_pull`, which also answers its errors).
 """
@@ -62,6 +62,9 @@ def messages_pull_many(specs: list[PullSpec], remaining: list[float]) -> list[Pu
         topic_group is not None and (topic_group.subscribed or not settings.MQ_AUTO_CREATE_GROUPS)  # else subscribes
         and not topic_row.paused and not topic_group.paused  # type: ignore[union-attr]
         and topic_group.mode == DeliveryMode.QUEUE and not topic_group.flow_controlled
+        # A fair group's claim reads and advances its cursor under the group's row lock
+        # (claims/fair.py): its woken pulls claim one by one, each claim fair on its own.
+        and not topic_group.fair_keys
     )
     answers: list[PullAttempt | None] = [None] * len(specs)
     batch = [i for i, s in enumerate(specs) if together

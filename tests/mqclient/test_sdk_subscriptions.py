@@ -129,6 +129,7 @@ def test_it_manages_groups_with_the_command_line(scenario: Scenario) -> None:
     assert _ok(_cli(scenario, "resume", topic, "audit"))["paused"] is False
     changed = _ok(_cli(scenario, "set", topic, "audit", "--rate", "50", "--max-in-flight", "none"))
     assert (changed["rate_per_second"], changed["max_in_flight"]) == (50, None)
+    assert _ok(_cli(scenario, "set", topic, "audit", "--fair-keys", "on"))["fair_keys"] is True
 
     since = (datetime.now(UTC) - timedelta(minutes=5)).isoformat()
     _ok(_cli(scenario, "replay", topic, "audit", "--since", since))

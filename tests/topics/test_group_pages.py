@@ -419,6 +419,7 @@ BAD_INPUTS: list[tuple[str, dict[str, str], str, str]] = [
     (LIMITS_URL, {**VALID_LIMITS, "key_concurrency": "0"}, "key_concurrency", "between 1 and"),
     (LIMITS_URL, {**VALID_LIMITS, "key_concurrency": ""}, "key_concurrency", "at least 1"),
     (LIMITS_URL, {**VALID_LIMITS, "mode": "fanout"}, "mode", "mode must be one of"),
+    (LIMITS_URL, {**VALID_LIMITS, "fair_keys": "maybe"}, "fair_keys", "on or off"),
     (
         "/topics/orders/groups/+new/",
         {"group": "bad name!", "mode": "queue", "start": "latest"},
@@ -505,7 +506,7 @@ def test_it_shows_bad_input_inline_and_changes_nothing(
     error = marked[marked.index(">") :]
     assert message in error[: error.index("</div>")]  # the error sits right after its field
     for name, value in form.items():
-        if value and name != "mode" and name != "start":
+        if value and name not in ("mode", "start", "fair_keys"):  # selects: their choice is shown
             assert f'value="{value}"' in body, f"{name} was not kept"
     assert before == (
         settings_of(billing()),
@@ -526,3 +527,16 @@ def test_it_answers_an_unknown_group_with_not_found(cast: dict[str, Client], ord
         cast["admin"].post("/topics/orders/groups/nope/pause/", {"paused": "1"}).status_code == 404
     )
     assert cast["admin"].post("/topics/nope/groups/+new/", {"group": "a"}).status_code == 404
+
+
+def test_the_limits_form_turns_fair_keys_on_and_off(cast: dict[str, Client], orders: Topic) -> None:
+    form = cast["admin"].get(LIMITS_URL).content.decode()
+    assert 'name="fair_keys"' in form and '<option value="off" selected>' in form
+    done = cast["admin"].post(LIMITS_URL, {**VALID_LIMITS, "fair_keys": "on"}, HTTP_HX_REQUEST="true")
+    assert done.status_code == 204 and billing().fair_keys
+    assert '<option value="on" selected>' in cast["admin"].get(LIMITS_URL).content.decode()
+    assert "fair keys" in row_of(cast["admin"].get("/topics/orders/").content.decode(), "billing")
+    cast["admin"].post(LIMITS_URL, VALID_LIMITS, HTTP_HX_REQUEST="true")  # left out: unchanged
+    assert billing().fair_keys
+    cast["admin"].post(LIMITS_URL, {**VALID_LIMITS, "fair_keys": "off"}, HTTP_HX_REQUEST="true")
+    assert not billing().fair_keys

@@ -62,7 +62,7 @@ def messages_claim(
                               before=before)
     else:
         claim = claim_queue(topic_group.pk, topic, group, consumer=consumer, rank=rank, limit=max_messages, now=now,
-                            gated=topic_group.flow_controlled, before=before)
+                            gated=topic_group.flow_controlled, fair=topic_group.fair_keys, before=before)
     if claim.messages:
         live_moved((topic, group, Status.NEW, Status.RUNNING) for _ in claim.messages)
         return claim

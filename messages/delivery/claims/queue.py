@@ -7,6 +7,7 @@ from datetime import datetime
 
 from messages.delivery import expiry, lifecycle, sql
 from messages.delivery.claims.aging import queue_claimable_rows
+from messages.delivery.claims.fair import FairPick, fair_advance, fair_cursor_locked
 from messages.delivery.claims.gate import Claim, gate_open, gate_spend
 from mqcenter.core.db import retry_on_lock_conflict
 
@@ -14,11 +15,12 @@ from mqcenter.core.db import retry_on_lock_conflict
 @retry_on_lock_conflict
 def claim_queue(
     group_pk: int, topic: str, group: str, *, consumer: str, rank: tuple[int | None, int | None], limit: int,
-    now: datetime, gated: bool, before: Callable[[], object] | None = None,
+    now: datetime, gated: bool, fair: bool = False, before: Callable[[], object] | None = None,
 ) -> Claim:
     """The group's deliverable messages, highest priority first and then in (effect_time, id)
     order (or by aged priority: claims/aging.py), skipping rows other claimers hold; expired
-    ones become EXPIRED instead. `gated`: the group has flow control, decided under its row lock."""
+    ones become EXPIRED instead. `gated`: the group has flow control, decided under its row lock.
+    `fair`: round-robin over message keys from the cursor on the group's row (claims/fair.py)."""
     with sql.short_transaction():
         if before is not None:
             before()
@@ -26,9 +28,18 @@ def claim_queue(
         if gate is not None and gate.limit == 0:
             return Claim([], gate.retry_at)
         take = gate.limit if gate else limit
-        rows, more = expiry.claimed_live(lambda: queue_claimable_rows(topic, group, now, take), now=now)
+        pick = FairPick(topic, group, now, take, fair_cursor_locked(group_pk)) if fair else None
+        if pick is not None:
+            rows, more = expiry.claimed_live(pick.rows, now=now)
+        else:
+            rows, more = expiry.claimed_live(lambda: queue_claimable_rows(topic, group, now, take), now=now)
         leased = lifecycle.lease(rows, consumer=consumer, rank=rank, now=now) if rows else []
-        leased.sort(key=lambda m: (-m.priority, m.effect_time, m.id))  # handed over in claim order
+        if pick is not None:
+            position = {m.id: index for index, m in enumerate(rows)}
+            leased.sort(key=lambda m: position[m.id])  # handed over in claim order
+            fair_advance(group_pk, pick.cursor_after(leased))
+        else:
+            leased.sort(key=lambda m: (-m.priority, m.effect_time, m.id))  # handed over in claim order
         if gate is not None:
             gate_spend(group_pk, gate, len(leased), now)
         return Claim(leased, now if more and not leased else None)  # expired rows ahead: look again now
