@@ -49,6 +49,30 @@ def row_pulls(messages: DataFrame) -> DataFrame:
     )
 
 
+def row_acks(messages: DataFrame) -> DataFrame:
+    """The "acked" events message rows hold, which no trace row does: a success on the
+    first delivery with its pull still on the row (messages/delivery/trace.py,
+    `holds_ack`), by its lease_owner at its update_time. Shaped as `row_pulls`."""
+    return messages.where(
+        (F.col("status") == "SUCCESS") & (F.col("attempt") == 1) & F.col("pulled_at").isNotNull()
+    ).select(
+        F.lit(None).cast("long").alias("id"),
+        F.col("id").alias("message_id"),
+        F.lit("acked").alias("event"),
+        F.col("lease_owner").alias("actor"),
+        F.col("update_time").alias("at"),
+        F.col("attempt").cast("int").alias("attempt"),
+        F.lit("SUCCESS").alias("status_after"),
+        F.lit("").alias("log"),
+        *KEYS,
+    )
+
+
+def row_held(messages: DataFrame) -> DataFrame:
+    """Every event message rows hold (`row_pulls`, `row_acks`)."""
+    return row_pulls(messages).unionByName(row_acks(messages))
+
+
 def trace_summary(messages: DataFrame, events: DataFrame) -> DataFrame:
     """One row per topic and group: outcomes, attempts, latency and processing percentiles,
     lease expiries.
