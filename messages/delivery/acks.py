@@ -29,7 +29,7 @@ from topics.models import Topic
 MAX_EXTEND_SECONDS = 12 * 3600
 # What an ack reads of a message (under its row lock).
 ACK_FIELDS = ("id", "topic", "group_name", "status", "lease_owner", "attempt", "retry_remaining", "effect_time",
-              "batch_id", "update_time", "pulled_at", "pulled_rank", "pulled_total")
+              "batch_id", "pulled_at", "pulled_rank", "pulled_total")
 
 OUTCOME_OF_EVENT = {
     TraceEvent.ACKED: "success",
