@@ -5,7 +5,7 @@ delivery and, for a success on its first delivery, that "acked" event (`holds_ac
 A success is the last change of most messages, and most succeed on their first delivery:
 its row (SUCCESS, attempt 1, the consumer in `lease_owner`, the ack's time in
 `update_time`) already says what an "acked" row would, so none is written. A change that
-overwrites such a row (an edit, a requeue, a move) writes the pull and the ack out first
+overwrites such a row (an edit, a requeue) writes the pull and the ack out first
 (`row_acks_write`); the stats flush counts these successes from the rows
 (messages/stats/row_acks.py)."""
 
@@ -73,9 +73,11 @@ def row_pulls_write(messages: Iterable[Any]) -> None:
 
 
 def holds_ack(message: Any) -> bool:
-    """Whether the row holds its "acked" event: a success on the first delivery with no log
-    (an ack with a log, or on a later attempt, writes a trace row). Its delivery's pull is
-    still on the row (`pulled_at`): an ack that writes its row out clears it."""
+    """Whether the row holds its "acked" event: SUCCESS on attempt 1 with its pull still on
+    the row, which is a first delivery's success without a log. A later attempt's success
+    writes its trace row; so does one with a log, which also writes its pull out and clears
+    `pulled_at` (`lifecycle.succeed`), as a change that overwrites the row does
+    (`row_acks_write`)."""
     return message.status == Status.SUCCESS and message.attempt == 1 and message.pulled_at is not None
 
 

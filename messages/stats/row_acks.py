@@ -12,8 +12,8 @@ flush counts successes from two places, each ack from exactly one:
   table and then from the archive (a message archived before the flush reached it still
   counts once: read in that order, a row moved between the two reads is seen twice and
   counted once, never missed);
-- a held ack that a change is about to overwrite (an edit, a requeue, a move) before the
-  flush reached it: counted by that change, under the flush lock (`acks_written_out`).
+- a held ack that a change is about to overwrite (an edit, a requeue) before the flush
+  reached it: counted by that change, under the flush lock (`acks_written_out`).
 
 Like the trace flush, only rows older than SETTLE_SECONDS are read: an ack's transaction
 commits within that after its `update_time`. Everything runs under the flush lock, so
