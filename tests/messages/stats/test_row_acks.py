@@ -147,3 +147,52 @@ def test_a_requeued_or_edited_success_keeps_its_ack_and_counts_once(orders, flus
     settle_trace()
     stats_flush()
     assert succeeded() == 3
+
+
+def test_a_batch_acked_in_one_microsecond_is_counted_across_small_flush_batches(orders) -> None:
+    ids = produce("orders", 6)
+    held = claim(5)
+    with transaction.atomic():  # one carried batch: five rows with one update_time
+        acks_carried(principal=BROKER, topic="orders", group="default", consumer="c1", now=timezone.now(),
+                     results=[AckResult(id=m.id, status="SUCCESS") for m in held])
+    settle_trace()
+    consume("orders", 1)  # younger than the settle time: left for a later flush
+
+    stats_flush(batch=2)
+
+    assert succeeded() == 5
+    assert MaintenanceRun.objects.get(job="flush").acked_id == max(ids[:5])
+    settle_trace()
+    stats_flush(batch=2)
+    assert succeeded() == 6
+
+
+@pytest.mark.django_db(transaction=True)
+def test_flushes_of_several_processes_at_once_count_each_success_once() -> None:
+    import threading
+
+    from django.db import connection
+
+    Topic.objects.create(name="orders", retry_count=0)
+    produce("orders", 40)
+    for _ in range(4):
+        consume("orders", 10)
+    settle_trace()
+    errors: list[BaseException] = []
+
+    def flush() -> None:
+        try:
+            stats_flush(batch=3)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=flush) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    assert succeeded() == 40
