@@ -39,15 +39,15 @@ SETTLE_SECONDS = 2.0
 _FIELDS = ("update_time", "id", "topic", "group_name")
 
 
-def _held_acks(model: Any, state: MaintenanceRun, settled: datetime, batch: int) -> list[tuple[Any, ...]]:
-    """(update_time, id, topic, group) of `model`'s rows holding their ack, after the
-    watermark and settled, oldest first: a range of the (status, update_time) index."""
+def held_acks_after(model: Any, state: MaintenanceRun, settled: datetime) -> Any:
+    """`model`'s rows holding their ack, after the watermark and settled, oldest first: a
+    range of the (status, update_time) index, read in its order (InnoDB appends the id)."""
     rows = model.objects.filter(status=Status.SUCCESS, attempt=1, pulled_at__isnull=False,
                                 update_time__lte=settled)
     if state.acked_time is not None:
         rows = rows.filter(update_time__gte=state.acked_time).exclude(
             Q(update_time=state.acked_time) & Q(id__lte=state.acked_id))
-    return list(rows.order_by("update_time", "id").values_list(*_FIELDS)[:batch])
+    return rows.order_by("update_time", "id").values_list(*_FIELDS)
 
 
 def flush_row_acks_batch(*, now: datetime, batch: int) -> tuple[int, bool]:
@@ -55,8 +55,8 @@ def flush_row_acks_batch(*, now: datetime, batch: int) -> tuple[int, bool]:
     settled = now - timedelta(seconds=SETTLE_SECONDS)
     with transaction.atomic():
         state = MaintenanceRun.objects.select_for_update().get(job="flush")
-        live = _held_acks(Message, state, settled, batch)
-        archived = _held_acks(MessageArchive, state, settled, batch)  # after the hot table: see above
+        live = list(held_acks_after(Message, state, settled)[:batch])
+        archived = list(held_acks_after(MessageArchive, state, settled)[:batch])  # after the hot table: see above
         taken = sorted({row[1]: row for row in [*live, *archived]}.values())[:batch]
         if not taken:
             return 0, False

@@ -3,8 +3,10 @@ delivery's success writes no trace row, and every success still counts exactly o
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from messages.archive.models import MessageArchive
@@ -13,12 +15,13 @@ from messages.delivery.acks import AckResult, acks_carried, messages_ack
 from messages.delivery.claims import messages_claim
 from messages.delivery.lifecycle import leases_recover
 from messages.maintenance.models import MaintenanceRun
-from messages.models import Message, MessageTrace
+from messages.models import Message, MessageTrace, Status
 from messages.operations.bulk import messages_requeue
 from messages.selectors import message_trace
 from messages.services import message_edit
 from messages.stats.flush import stats_flush
 from messages.stats.models import StatsBucket
+from messages.stats.row_acks import held_acks_after
 from tests.support.maintenance import BROKER, age_messages, consume, produce, settle_trace
 from topics.models import Topic
 
@@ -171,8 +174,6 @@ def test_a_batch_acked_in_one_microsecond_is_counted_across_small_flush_batches(
 def test_flushes_of_several_processes_at_once_count_each_success_once() -> None:
     import threading
 
-    from django.db import connection
-
     Topic.objects.create(name="orders", retry_count=0)
     produce("orders", 40)
     for _ in range(4):
@@ -196,3 +197,21 @@ def test_flushes_of_several_processes_at_once_count_each_success_once() -> None:
 
     assert errors == []
     assert succeeded() == 40
+
+
+@pytest.mark.skipif(connection.vendor != "mysql", reason="MySQL/MariaDB's plans")
+def test_the_flush_reads_held_acks_along_the_finished_index_from_its_watermark() -> None:
+    now = timezone.now()
+    rows = [Message(topic="busy", group_name="default", data="1", status=status, attempt=1, effect_time=now,
+                    add_time=now, update_time=now - timedelta(seconds=n), pulled_at=now, lease_owner="c1")
+            for n in range(3000) for status in (Status.SUCCESS, Status.NEW) if n % 3 or status == Status.SUCCESS]
+    Message.objects.bulk_create(rows, batch_size=1000)
+    state = MaintenanceRun(job="flush", acked_time=now - timedelta(seconds=100), acked_id=0)
+    sql, params = held_acks_after(Message, state, now)[:100].query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + sql, params)
+        columns = [c[0] for c in cursor.description]
+        [plan] = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+    assert plan["key"] == "ix_msg_finished" and plan["type"] == "range", plan
+    assert "filesort" not in str(plan["Extra"]).lower()
+    assert int(plan["rows"]) < 500  # the last 100 seconds of successes, not the other 2,900
