@@ -92,27 +92,38 @@ def row_acks_write(messages: Iterable[Any]) -> None:
     caller), before a change of their status or `update_time` would lose them; their
     `pulled_*` are cleared here in memory and must be saved in the same transaction. The
     stats flush never counts a written-out ack: the ones it has not counted yet are
-    counted here."""
+    counted here. An ack written before rows held acks has its trace row already
+    (`acked_by_trace`): only its pull is written out."""
     held = [m for m in messages if holds_ack(m)]
     if not held:
         return
-    acks_written_out(held)
-    trace_write([*(row_pull(m) for m in held), *(row_ack(m) for m in held)])
+    traced = acked_by_trace([m.id for m in held])
+    untraced = [m for m in held if m.id not in traced]
+    acks_written_out(untraced)
+    trace_write([*(row_pull(m) for m in held), *(row_ack(m) for m in untraced)])
     for message in held:
         message.pulled_at = message.pulled_rank = message.pulled_total = None
+
+
+def acked_by_trace(ids: list[int]) -> set[int]:
+    """Of these messages, those whose first delivery's ack has a trace row: written by the
+    ack before rows held acks (the rows of those still look as if they held it)."""
+    return set(MessageTrace.objects.filter(message_id__in=ids, event=TraceEvent.ACKED, attempt=1)
+               .values_list("message_id", flat=True))
 
 
 PULLED_FIELDS = ("pulled_at", "pulled_rank", "pulled_total")
 
 
-def row_events(message: Any) -> list[MessageTrace]:
+def row_events(message: Any, stored: Iterable[Any] = ()) -> list[MessageTrace]:
     """The events a message's row holds, which no trace row does: "produced" (its producer
     and add time), the pull of the delivery it is leased for (`row_pull`) and that
-    delivery's ack when it `holds_ack`. Unsaved (no id)."""
+    delivery's ack when it `holds_ack` and no trace row among `stored` (its trace) is that
+    ack (`acked_by_trace`). Unsaved (no id)."""
     events = [MessageTrace(message_id=message.id, event=TraceEvent.PRODUCED, actor=message.producer,
                            at=message.add_time, attempt=0, status_after=Status.NEW)]
     if message.pulled_at is not None:
         events.append(MessageTrace(**row_pull(message)._asdict()))
-    if holds_ack(message):
+    if holds_ack(message) and not any(e.event == TraceEvent.ACKED and e.attempt == 1 for e in stored):
         events.append(MessageTrace(**row_ack(message)._asdict()))
     return events

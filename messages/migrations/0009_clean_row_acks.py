@@ -5,9 +5,15 @@ from django.utils import timezone
 
 
 def row_acks_start_now(apps, schema_editor):
-    """A flush that ran already counted (or will count) the "acked" trace rows written before
-    this migration: its watermark of row-held successes starts here, so none is counted twice."""
-    apps.get_model("mq_messages", "MaintenanceRun").objects.filter(job="flush").update(acked_time=timezone.now())
+    """Every success before this migration wrote its "acked" trace row, which the flush
+    counts (or will): the watermark of successes held by rows starts now, and "acked" rows
+    up to the last trace id are counted from the trace whatever their shape."""
+    trace = apps.get_model("mq_messages", "MessageTrace")
+    last = trace.objects.order_by("-id").values_list("id", flat=True).first()
+    if last is None:  # a new database: nothing was traced before
+        return
+    apps.get_model("mq_messages", "MaintenanceRun").objects.update_or_create(
+        job="flush", defaults={"acked_time": timezone.now(), "acked_trace_floor": last})
 
 
 class Migration(migrations.Migration):
@@ -26,6 +32,11 @@ class Migration(migrations.Migration):
             model_name='maintenancerun',
             name='acked_time',
             field=models.DateTimeField(blank=True, null=True),
+        ),
+        migrations.AddField(
+            model_name='maintenancerun',
+            name='acked_trace_floor',
+            field=models.BigIntegerField(default=0),
         ),
         migrations.AddIndex(
             model_name='message',

@@ -75,8 +75,9 @@ COUNTED_EVENTS = (
     TraceEvent.ACKED, TraceEvent.DEAD, TraceEvent.RETRY_SCHEDULED,
     TraceEvent.LEASE_EXPIRED,
 )
-# An "acked" row of attempt 1 without a log is an ack its message row held, written out
-# when a change overwrote the row: counted from the row or by that change (row_acks.py).
+# An "acked" row of attempt 1 without a log, past the floor, is an ack its message row
+# held, written out when a change overwrote the row: counted from the row or by that change
+# (row_acks.py). Up to the floor, such a row is the ack itself, written before rows held acks.
 WRITTEN_OUT = Q(event=TraceEvent.ACKED, attempt__lte=1, log="")
 
 
@@ -114,7 +115,7 @@ def _flush_batch(*, now: datetime, batch: int) -> tuple[int, bool]:
         pair_of = Message.objects.filter(id=OuterRef("message_id"))
         rows = (
             MessageTrace.objects.filter(id__gt=state.cursor, id__lte=upper, event__in=COUNTED_EVENTS)
-            .exclude(WRITTEN_OUT)
+            .exclude(WRITTEN_OUT & Q(id__gt=state.acked_trace_floor))
             .annotate(m_topic=Subquery(pair_of.values("topic")[:1]),
                       m_group=Subquery(pair_of.values("group_name")[:1]))
             .values_list("message_id", "event", "status_after", "at", "m_topic", "m_group")

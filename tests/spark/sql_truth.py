@@ -18,11 +18,13 @@ Query = Callable[[str, list[Any]], list[tuple[Any, ...]]]
 COLUMNS = "id, topic, group_name, status, attempt, effect_time, add_time, update_time, lease_owner, pulled_at"
 MESSAGES = f"(SELECT {COLUMNS} FROM mq_message UNION ALL SELECT {COLUMNS} FROM mq_message_archive)"
 # Every trace event: trace rows, and the "acked" event a first delivery's success leaves on
-# its row only (SUCCESS, attempt 1, its pull still on the row), at its update_time.
+# its row only (SUCCESS, attempt 1, its pull still on the row, no "acked" row of attempt 1),
+# at its update_time.
 TRACE = f"""(
   SELECT id, message_id, event, actor, at, attempt, status_after, log FROM mq_message_trace
   UNION ALL SELECT NULL, m.id, 'acked', m.lease_owner, m.update_time, m.attempt, 'SUCCESS', '' FROM {MESSAGES} m
-    WHERE m.status = 'SUCCESS' AND m.attempt = 1 AND m.pulled_at IS NOT NULL
+    WHERE m.status = 'SUCCESS' AND m.attempt = 1 AND m.pulled_at IS NOT NULL AND NOT EXISTS (
+      SELECT 1 FROM mq_message_trace a WHERE a.message_id = m.id AND a.event = 'acked' AND a.attempt = 1)
 )"""
 # Every pull: trace rows, and the one message rows hold (a claim's, in the row's attempt).
 PULLS = f"""(

@@ -67,6 +67,7 @@ def settle_trace() -> None:
     MessageTrace.objects.filter(at__gt=settled).update(at=settled)
     Message.objects.filter(add_time__gt=settled).update(add_time=settled)
     Message.objects.filter(update_time__gt=settled).update(update_time=settled)
+    Message.objects.filter(pulled_at__gt=settled).update(pulled_at=settled)  # never after the ack
 
 
 def wait_for(predicate: Callable[[], Any], *, timeout: float = 60, interval: float = 0.2, what: str = "") -> Any:

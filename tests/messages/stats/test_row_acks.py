@@ -215,3 +215,28 @@ def test_the_flush_reads_held_acks_along_the_finished_index_from_its_watermark()
     assert plan["key"] == "ix_msg_finished" and plan["type"] == "range", plan
     assert "filesort" not in str(plan["Extra"]).lower()
     assert int(plan["rows"]) < 500  # the last 100 seconds of successes, not the other 2,900
+
+
+def test_an_ack_written_before_rows_held_acks_shows_and_counts_once(orders) -> None:
+    ids = produce("orders", 2)
+    consume("orders", 2)
+    settle_trace()
+    rows = {m.id: m for m in Message.objects.filter(id__in=ids)}
+    for row in rows.values():  # as an ack wrote it before: its trace row, and the row as it is
+        MessageTrace.objects.create(message_id=row.id, event="acked", actor="c1", at=row.update_time, attempt=1,
+                                    status_after="SUCCESS")
+    # what the migration sets: the floor of such rows, and the rows' watermark from then on
+    MaintenanceRun.objects.update_or_create(job="flush", defaults={
+        "acked_time": timezone.now(), "acked_trace_floor": MessageTrace.objects.order_by("-id").first().id})
+    for row in rows.values():
+        assert [e.event for e in message_trace(row)] == ["produced", "pulled", "acked"]
+
+    stats_flush()
+    messages_requeue(principal=BROKER, ids=[ids[0]], dead_only=False)  # writes out the pull only
+    settle_trace()
+    stats_flush()
+
+    assert succeeded() == 2
+    assert list(MessageTrace.objects.filter(message_id=ids[0]).order_by("id").values_list("event", flat=True)) == [
+        "acked", "pulled", "redriven"]
+    assert [e.event for e in message_trace(Message.objects.get(id=ids[0]))].count("acked") == 1
