@@ -3,10 +3,13 @@
 A success on the first delivery writes no trace row: its row says it all (status SUCCESS,
 attempt 1, `lease_owner` the consumer, `update_time` the ack, `pulled_at` set; see
 `messages.delivery.trace.holds_ack`). Every other ack writes an "acked" trace row. So the
-flush counts successes from two places, each ack from exactly one:
+flush counts successes from three places, each ack in exactly one:
 
 - "acked" trace rows (`flush._flush_batch`), except those of attempt 1 with no log: those
-  are held acks written out later (`acks_written_out`), never counted from the trace;
+  are held acks written out later (`acks_written_out`), never counted from the trace. Up
+  to `acked_trace_floor` (the last trace id when rows began to hold acks, set by migration
+  0009, which also starts the watermark below after every earlier success) such a row is
+  the ack itself, and counts;
 - rows that hold their ack, in (update_time, id) order after a watermark kept beside the
   others in the flush's `MaintenanceRun` row (`acked_time`, `acked_id`), read from the hot
   table and then from the archive (a message archived before the flush reached it still
