@@ -96,6 +96,9 @@ class Message(models.Model):
             # the expiry sweep: NEW rows whose expires_at has passed (NULLs sort first, so
             # messages without an expiry are outside the range).
             models.Index(fields=["status", "expires_at"], name="ix_msg_expiry"),
+            # the stats flush's successes held by their rows: SUCCESS rows in (update_time,
+            # id) order after its watermark (messages/stats/row_acks.py).
+            models.Index(fields=["status", "update_time"], name="ix_msg_finished"),
         ]
         constraints = [
             models.UniqueConstraint(

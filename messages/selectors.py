@@ -37,11 +37,11 @@ def messages_search(
 
 def message_trace(message: Message | MessageArchive) -> list[MessageTrace]:
     """The message's trace, oldest first: the events its row holds ("produced", a claim's
-    pull, see `trace.row_events`) among the stored events. By time, not
+    pull, a first delivery's ack, see `trace.row_events`) among the stored events. By time, not
     by id: a claim writes out the previous delivery's pull when it takes the message again,
     after that delivery's later events. Equal times keep row events first, then id order."""
-    stored = MessageTrace.objects.filter(message_id=message.id).order_by("id")
-    return sorted([*row_events(message), *stored], key=lambda event: event.at)
+    stored = list(MessageTrace.objects.filter(message_id=message.id).order_by("id"))
+    return sorted([*row_events(message, stored), *stored], key=lambda event: event.at)
 
 
 def message_detail(

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from messages.batches.progress import batches_finished
 from messages.delivery.produce import ProduceItem, ProduceResult, messages_produce
-from messages.delivery.trace import trace_row, trace_write
+from messages.delivery.trace import row_acks_write, trace_row, trace_write
 from messages.delivery.validation import data_size_check
 from messages.models import Message, Status, TraceEvent
 from messages.states import PREPARED_CANCEL_LOG
@@ -70,6 +70,7 @@ def message_edit(*, principal: Principal, message_id: int, changes: dict[str, An
         message = message_get(principal=principal, message_id=message_id, for_update=True)
         before = message_snapshot(message)
         status_before = message.status
+        row_acks_write([message])  # before its status or update_time change (saved below)
         for field in ("data", "status", "effect_time", "retry_remaining"):
             if field in changes:
                 setattr(message, field, changes[field])

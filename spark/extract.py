@@ -31,7 +31,8 @@ MESSAGE_SCHEMA = T.StructType(
         T.StructField("effect_time", T.TimestampType()),
         T.StructField("add_time", T.TimestampType()),
         T.StructField("update_time", T.TimestampType()),
-        # With pulled_at, the "pulled" event a row holds (see `trace.row_pulls`).
+        # With pulled_at, the "pulled" event a row holds, and with status, attempt and update_time
+        # a first delivery's "acked" event (see `trace.row_pulls`, `trace.row_acks`).
         T.StructField("lease_owner", T.StringType()),
         T.StructField("pulled_at", T.TimestampType()),
         # A copy's (replay, archive redrive, move): when it was made; it enters the heap then.

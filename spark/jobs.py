@@ -182,7 +182,7 @@ def _trace(spark: SparkSession, config: ReportConfig, step: _Steps) -> dict[str,
         ),
     )
     messages = _persisted(messages)
-    events = _persisted(trace.traces_of(messages, traces).unionByName(trace.row_pulls(messages)))
+    events = _persisted(trace.traces_of(messages, traces).unionByName(trace.row_held(messages, traces)))
     try:
         total = messages.count()
         step(f"read {total} messages")
@@ -245,7 +245,7 @@ def _heap(spark: SparkSession, config: ReportConfig, step: _Steps) -> dict[str, 
         )
         events = _persisted(
             traces.join(messages.select(F.col("id").alias("message_id")), "message_id", "inner")
-            .unionByName(trace.row_pulls(messages).drop(*KEYS))
+            .unionByName(trace.row_held(messages, traces).drop(*KEYS))
         )
         persisted.append(events)
         state = asof.state_as_of(messages, events, as_of=until)

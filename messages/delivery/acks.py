@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from messages.batches.progress import batch_wakes, batches_finished
 from messages.delivery import lifecycle, sql, sql_many
-from messages.delivery.trace import TraceRow, trace_row, trace_write
+from messages.delivery.trace import TraceRow, holds_ack, trace_row, trace_write
 from messages.models import Message, MessageTrace, Status, TraceEvent
 from messages.stats.live import live_moved
 from mqcenter.core import metrics
@@ -29,7 +29,7 @@ from topics.models import Topic
 MAX_EXTEND_SECONDS = 12 * 3600
 # What an ack reads of a message (under its row lock).
 ACK_FIELDS = ("id", "topic", "group_name", "status", "lease_owner", "attempt", "retry_remaining", "effect_time",
-              "batch_id")
+              "batch_id", "pulled_at", "pulled_rank", "pulled_total")
 
 OUTCOME_OF_EVENT = {
     TraceEvent.ACKED: "success",
@@ -117,8 +117,8 @@ def acks_carried(
     transaction (one commit for both); `acks_committed` after it.
 
     A steady consumer's acks are all clean (SUCCESS, no log, of messages of the group it
-    pulls and still holds): then one guarded UPDATE and one INSERT ... SELECT of their trace
-    rows, nothing read first (`sql_many.succeed_held`). Only when the count of rows changed
+    pulls and still holds): then one guarded UPDATE, nothing read first, and no trace row
+    for a first delivery (`sql_many.succeed_held`). Only when the count of rows changed
     disagrees, or a result is not a clean success, do the others take `acks_apply`'s path,
     row by row under their locks.
     """
@@ -202,6 +202,8 @@ def _repeat_or_stale(
     leaves one `stale_ack` row, not one per retry: each row would lengthen the trace and the
     look-back below, which reads past stale rows (300 retries made each ack cost ~5 ms).
     """
+    if holds_ack(message) and message.lease_owner == consumer:  # its "acked" event is its row
+        return {"id": message.id, "outcome": "success"}
     newest = MessageTrace.objects.filter(message_id=message.id).order_by("-id").only("event", "actor").first()
     if newest is not None and newest.event == TraceEvent.STALE_ACK and newest.actor == consumer:
         return {"id": message.id, "outcome": "stale"}

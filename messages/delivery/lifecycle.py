@@ -29,7 +29,16 @@ from django.utils import timezone
 from messages.batches.progress import batches_finished
 from messages.delivery import sql, sql_many
 from messages.delivery.retry import retry_delay_seconds
-from messages.delivery.trace import LOG_LIMIT, TraceRow, row_pulls_write, trace_row, trace_write
+from messages.delivery.trace import (
+    LOG_LIMIT,
+    PULLED_FIELDS,
+    TraceRow,
+    holds_ack,
+    row_pull,
+    row_pulls_write,
+    trace_row,
+    trace_write,
+)
 from messages.models import Message, Status, TraceEvent
 from messages.stats.live import live_moved
 from mqcenter.core import metrics
@@ -106,16 +115,25 @@ def lease_many(
 
 
 def succeed(messages: list[Message], *, consumer: str, logs: dict[int, str], now: datetime) -> list[TraceRow]:
-    """RUNNING messages held by `consumer` to SUCCESS. Returns their trace rows to write."""
+    """RUNNING messages held by `consumer` to SUCCESS. Returns their trace rows to write:
+    none for a first delivery's success without a log, which its row holds
+    (`trace.holds_ack`). One with a log writes its pull out too and clears it from the
+    row, so that its row does not hold a second "acked" event."""
     sql.finish((m.id for m in messages), Status.SUCCESS, now)
     traces = []
     for message in messages:
-        message.status = Status.SUCCESS
+        message.status, message.update_time = Status.SUCCESS, now
         log = logs.get(message.id, "")
         if log:  # success logs are usually empty: write only those set
             message.last_log = log[:LOG_LIMIT]
-            Message.objects.filter(id=message.id).update(last_log=message.last_log)
-        traces.append(trace_row(message, TraceEvent.ACKED, at=now, actor=consumer, log=log))
+            cleared = {}
+            if holds_ack(message):
+                traces.append(row_pull(message))
+                cleared = dict.fromkeys(PULLED_FIELDS)
+                message.pulled_at = message.pulled_rank = message.pulled_total = None
+            Message.objects.filter(id=message.id).update(last_log=message.last_log, **cleared)
+        if not holds_ack(message):
+            traces.append(trace_row(message, TraceEvent.ACKED, at=now, actor=consumer, log=log))
     return traces
 
 

@@ -16,32 +16,39 @@ from messages.models import Status, TraceEvent
 
 def succeed_held(ids: Sequence[int], *, topic: str, group: str, owner: str, now: datetime) -> int:
     """The clean ack of a batch, for a pull of (`topic`, `group`) that carries it: these
-    messages to SUCCESS, each only if `owner` still holds it, in one guarded UPDATE (no read
-    first, no lock but the rows it changes), and their "acked" trace rows copied from the
-    rows it changed in one INSERT ... SELECT. The rows changed are told apart by their
-    `update_time` = `now` (this call's microsecond) under `owner`: `succeeded_now`. Returns
-    how many rows changed. A batch's members are left to the row-by-row path, which counts
-    them towards their batch (`batches_finished`)."""
+    messages to SUCCESS, each only if `owner` still holds it, by guarded UPDATEs (no read
+    first, no lock but the rows they change). A first delivery's success writes no trace
+    row (its row holds it, `trace.holds_ack`), so a steady consumer's batch is one UPDATE of
+    attempt-1 rows; only when some rows were left over does a second UPDATE take the later
+    attempts and one INSERT ... SELECT copy their "acked" trace rows from the rows it
+    changed. The rows changed are told apart by their `update_time` = `now` (this call's
+    microsecond) under `owner`: `succeeded_now`. Returns how many rows changed. A batch's
+    members are left to the row-by-row path, which counts them towards their batch
+    (`batches_finished`)."""
     if not ids:
         return 0
     adapt = connection.ops.adapt_datetimefield_value
-    marker = [owner, adapt(now)]
+    update = (
+        "UPDATE mq_message SET status = %s, lease_expires_at = NULL, update_time = %s "  # noqa: S608 - integers and placeholders only
+        f"WHERE id IN ({_id_list(ids)}) AND topic = %s AND group_name = %s AND lease_owner = %s AND status = %s "
+        "AND batch_id IS NULL"
+    )
+    params = [Status.SUCCESS, adapt(now), topic, group, owner, Status.RUNNING]
     with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE mq_message SET status = %s, lease_expires_at = NULL, update_time = %s "  # noqa: S608 - integers and placeholders only
-            f"WHERE id IN ({_id_list(ids)}) AND topic = %s AND group_name = %s AND lease_owner = %s AND status = %s "
-            "AND batch_id IS NULL",
-            [Status.SUCCESS, adapt(now), topic, group, owner, Status.RUNNING],
-        )
-        changed = cursor.rowcount
-        if changed:
+        cursor.execute(update + " AND attempt = 1 AND pulled_at IS NOT NULL", params)
+        first = cursor.rowcount
+        if first == len(ids):
+            return first
+        cursor.execute(update, params)
+        later = cursor.rowcount
+        if later:
             cursor.execute(
                 f"INSERT INTO mq_message_trace (message_id, event, actor, at, attempt, {connection.ops.quote_name('rank')}, "  # noqa: S608 - integers and placeholders only
                 f"total, status_after, log) SELECT id, %s, %s, %s, attempt, NULL, NULL, %s, '' FROM mq_message WHERE id IN ({_id_list(ids)}) "
-                "AND status = %s AND lease_owner = %s AND update_time = %s",
-                [TraceEvent.ACKED, owner[:200], adapt(now), Status.SUCCESS, Status.SUCCESS, *marker],
+                "AND status = %s AND lease_owner = %s AND update_time = %s AND NOT (attempt = 1 AND pulled_at IS NOT NULL)",
+                [TraceEvent.ACKED, owner[:200], adapt(now), Status.SUCCESS, Status.SUCCESS, owner, adapt(now)],
             )
-    return changed
+    return first + later
 
 
 def succeeded_now(ids: Sequence[int], *, owner: str, now: datetime) -> set[int]:

@@ -26,6 +26,13 @@ class MaintenanceRun(models.Model):
     cursor = models.BigIntegerField(default=0)
     # The flush's second watermark: the last mq_message id whose "produced" it counted.
     message_cursor = models.BigIntegerField(default=0)
+    # The flush's third watermark: the last (update_time, id) of a success its message row
+    # holds that it counted (messages/stats/row_acks.py); NULL: none yet.
+    acked_time = models.DateTimeField(null=True, blank=True)
+    acked_id = models.BigIntegerField(default=0)
+    # Trace rows up to this id were written before first deliveries' successes were held by
+    # their rows: an "acked" row among them is the ack itself, counted from the trace.
+    acked_trace_floor = models.BigIntegerField(default=0)
 
     class Meta:
         db_table = "mq_maintenance_run"

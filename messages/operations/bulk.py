@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from messages.archive.redrive import archive_redrive_job_run
-from messages.delivery.trace import trace_row, trace_write
+from messages.delivery.trace import PULLED_FIELDS, row_acks_write, trace_row, trace_write
 from messages.filters import MessageFilter, filter_targets
 from messages.models import (
     DEAD_STATUSES,
@@ -125,6 +125,7 @@ def _requeue_batch(principal: Principal, rows, kind: str) -> int:  # type: ignor
         messages = list(rows.select_for_update().order_by("id"))
         topics = {t.name: t for t in Topic.objects.filter(name__in={m.topic for m in messages})}
         live_moved((m.topic, m.group_name, m.status, Status.NEW) for m in messages)
+        row_acks_write(messages)  # before their status changes (saved below)
         for message in messages:
             topic = topics.get(message.topic)
             if message.status in FINISHED_STATUSES:  # counted in its batch already: it leaves it
@@ -137,7 +138,7 @@ def _requeue_batch(principal: Principal, rows, kind: str) -> int:  # type: ignor
             message.update_time = now
         Message.objects.bulk_update(
             messages, ["status", "effect_time", "retry_remaining", "lease_expires_at", "expires_at", "update_time",
-                       "batch_id"],
+                       "batch_id", *PULLED_FIELDS],
             batch_size=500
         )
         trace_write(trace_row(m, TraceEvent.REDRIVEN, at=now, actor=principal.name, log=kind) for m in messages)

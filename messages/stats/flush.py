@@ -1,7 +1,9 @@
 """The flush job: per-minute stats buckets from the trace, plus backlog snapshots.
 
 Counts are derived incrementally from `mq_message_trace`, whose ids only grow, and
-"produced" from `mq_message` (a message's produced event is its row): each flush reads the
+"produced" from `mq_message` (a message's produced event is its row), and the successes of
+a first delivery, which write no trace row, from their message rows too
+(messages/stats/row_acks.py): each flush reads the
 rows after its watermark (a primary-key range scan), adds them to the buckets of their
 minute and moves the watermark, all in one transaction that holds the watermark row's
 lock. Two workers flushing at once therefore take turns, and a crash between the bucket
@@ -21,7 +23,6 @@ hot path moves between flushes.
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -33,6 +34,7 @@ from django.db.models import (
     IntegerField,
     Min,
     OuterRef,
+    Q,
     Subquery,
     Sum,
     Value,
@@ -43,22 +45,17 @@ from django.utils import timezone
 from messages.archive.models import MessageArchive
 from messages.maintenance.models import MaintenanceRun
 from messages.models import DEAD_STATUSES, Message, MessageTrace, Status, TraceEvent
+from messages.stats.buckets import COUNT_FIELDS, buckets_add, minute_of, no_deltas
 from messages.stats.live import live_counts, live_recount_due, live_reset
 from messages.stats.models import StatsBucket
+from messages.stats.row_acks import SETTLE_SECONDS, flush_row_acks_batch
 from topics.models import TopicGroup
 
 logger = logging.getLogger(__name__)
 
 FLUSH_BATCH = 20000
 FLUSH_MAX_BATCHES = 50
-SETTLE_SECONDS = 2.0
-COUNT_FIELDS = ("produced", "succeeded", "failed", "retried", "lease_expired", "expired")
 SNAPSHOT_FIELDS = ("deliverable", "delayed", "running", "dead", "oldest_deliverable_age_seconds")
-Key = tuple[str, str, datetime]
-
-
-def minute_of(moment: datetime) -> datetime:
-    return moment.replace(second=0, microsecond=0)
 
 
 def _counted_fields(event: str, status_after: str) -> tuple[str, ...]:
@@ -78,6 +75,10 @@ COUNTED_EVENTS = (
     TraceEvent.ACKED, TraceEvent.DEAD, TraceEvent.RETRY_SCHEDULED,
     TraceEvent.LEASE_EXPIRED,
 )
+# An "acked" row of attempt 1 without a log, past the floor, is an ack its message row
+# held, written out when a change overwrote the row: counted from the row or by that change
+# (row_acks.py). Up to the floor, such a row is the ack itself, written before rows held acks.
+WRITTEN_OUT = Q(event=TraceEvent.ACKED, attempt__lte=1, log="")
 
 
 def stats_flush(*, now: datetime | None = None, batch: int = FLUSH_BATCH, max_batches: int = FLUSH_MAX_BATCHES) -> dict[str, Any]:
@@ -86,7 +87,7 @@ def stats_flush(*, now: datetime | None = None, batch: int = FLUSH_BATCH, max_ba
     MaintenanceRun.objects.get_or_create(job="flush")
     events = 0
     batches = 0
-    for flush_one in (_flush_batch, _flush_produced_batch):
+    for flush_one in (_flush_batch, _flush_produced_batch, flush_row_acks_batch):
         for _ in range(max_batches):
             counted, more = flush_one(now=now, batch=batch)
             events += counted
@@ -114,13 +115,14 @@ def _flush_batch(*, now: datetime, batch: int) -> tuple[int, bool]:
         pair_of = Message.objects.filter(id=OuterRef("message_id"))
         rows = (
             MessageTrace.objects.filter(id__gt=state.cursor, id__lte=upper, event__in=COUNTED_EVENTS)
+            .exclude(WRITTEN_OUT & Q(id__gt=state.acked_trace_floor))
             .annotate(m_topic=Subquery(pair_of.values("topic")[:1]),
                       m_group=Subquery(pair_of.values("group_name")[:1]))
             .values_list("message_id", "event", "status_after", "at", "m_topic", "m_group")
         )
         counted = list(rows)
         archived = _archived_pairs({r[0] for r in counted if r[4] is None})
-        deltas = _no_deltas()
+        deltas = no_deltas()
         for message_id, event, status_after, at, topic, group in counted:
             if topic is None:
                 pair = archived.get(message_id)
@@ -129,7 +131,7 @@ def _flush_batch(*, now: datetime, batch: int) -> tuple[int, bool]:
                 topic, group = pair
             for field in _counted_fields(event, status_after):
                 deltas[(topic, group, minute_of(at))][field] += 1
-        _add_to_buckets(deltas)
+        buckets_add(deltas)
         MaintenanceRun.objects.filter(pk=state.pk).update(cursor=upper)
     return len(taken), len(taken) == len(marks) == batch
 
@@ -148,10 +150,10 @@ def _flush_produced_batch(*, now: datetime, batch: int) -> tuple[int, bool]:
         taken = _settled(rows, settled)
         if not taken:
             return 0, False
-        deltas = _no_deltas()
+        deltas = no_deltas()
         for _, add_time, _producer, topic, group in taken:
             deltas[(topic, group, minute_of(add_time))]["produced"] += 1
-        _add_to_buckets(deltas)
+        buckets_add(deltas)
         MaintenanceRun.objects.filter(pk=state.pk).update(message_cursor=taken[-1][0])
     return len(taken), len(taken) == len(rows) == batch
 
@@ -165,10 +167,6 @@ def _settled(rows: list[Any], settled: datetime) -> list[Any]:
     return rows
 
 
-def _no_deltas() -> dict[Key, dict[str, int]]:
-    return defaultdict(lambda: dict.fromkeys(COUNT_FIELDS, 0))
-
-
 def _archived_pairs(ids: set[int]) -> dict[int, tuple[str, str]]:
     pairs: dict[int, tuple[str, str]] = {}
     id_list = sorted(ids)
@@ -177,30 +175,6 @@ def _archived_pairs(ids: set[int]) -> dict[int, tuple[str, str]]:
         for mid, topic, group in MessageArchive.objects.filter(id__in=chunk).values_list("id", "topic", "group_name"):
             pairs[mid] = (topic, group)
     return pairs
-
-
-def _add_to_buckets(deltas: dict[Key, dict[str, int]]) -> None:
-    """Add counts to existing buckets or create them (caller holds the flush lock)."""
-    if not deltas:
-        return
-    minutes = {key[2] for key in deltas}
-    topics = {key[0] for key in deltas}
-    existing = {
-        (b.topic, b.group_name, b.minute): b
-        for b in StatsBucket.objects.filter(minute__in=minutes, topic__in=topics)
-    }
-    create, update = [], []
-    for key, counts in deltas.items():
-        bucket = existing.get(key)
-        if bucket is None:
-            create.append(StatsBucket(topic=key[0], group_name=key[1], minute=key[2], **counts))
-            continue
-        for field, n in counts.items():
-            setattr(bucket, field, getattr(bucket, field) + n)
-        update.append(bucket)
-    StatsBucket.objects.bulk_create(create, batch_size=500)
-    if update:
-        StatsBucket.objects.bulk_update(update, COUNT_FIELDS, batch_size=500)
 
 
 def backlog_now(*, now: datetime, topic: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:

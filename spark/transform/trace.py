@@ -49,6 +49,33 @@ def row_pulls(messages: DataFrame) -> DataFrame:
     )
 
 
+def row_acks(messages: DataFrame, traces: DataFrame) -> DataFrame:
+    """The "acked" events message rows hold, which no trace row does: a success on the
+    first delivery with its pull still on the row (messages/delivery/trace.py,
+    `holds_ack`), by its lease_owner at its update_time, unless `traces` hold that ack (an
+    ack written before rows held acks). Shaped as `row_pulls`."""
+    traced = traces.where((F.col("event") == "acked") & (F.col("attempt") == 1)).select("message_id").distinct()
+    held = messages.where(
+        (F.col("status") == "SUCCESS") & (F.col("attempt") == 1) & F.col("pulled_at").isNotNull()
+    )
+    return held.join(traced, held["id"] == traced["message_id"], "left_anti").select(
+        F.lit(None).cast("long").alias("id"),
+        F.col("id").alias("message_id"),
+        F.lit("acked").alias("event"),
+        F.col("lease_owner").alias("actor"),
+        F.col("update_time").alias("at"),
+        F.col("attempt").cast("int").alias("attempt"),
+        F.lit("SUCCESS").alias("status_after"),
+        F.lit("").alias("log"),
+        *KEYS,
+    )
+
+
+def row_held(messages: DataFrame, traces: DataFrame) -> DataFrame:
+    """Every event message rows hold (`row_pulls`, `row_acks`), `traces` their trace rows."""
+    return row_pulls(messages).unionByName(row_acks(messages, traces))
+
+
 def trace_summary(messages: DataFrame, events: DataFrame) -> DataFrame:
     """One row per topic and group: outcomes, attempts, latency and processing percentiles,
     lease expiries.

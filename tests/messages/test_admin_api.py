@@ -125,6 +125,22 @@ def test_it_shows_a_message_with_its_trace_in_order(admin_api, producer_api, con
     assert body["trace"][2]["log"] == "nope"
 
 
+def test_it_shows_the_ack_of_a_first_delivery_from_its_row(admin_api, producer_api, consumer_api, orders):
+    [entry] = produce(producer_api, {"topic": "orders", "data": 1})
+    pull(consumer_api, "orders", consumer="c1")
+    ack(consumer_api, "c1", {"id": entry["id"], "status": "SUCCESS"})
+    assert not MessageTrace.objects.filter(message_id=entry["id"]).exists()  # the row holds it all
+    row = Message.objects.get(id=entry["id"])
+
+    body = admin_api.get(f"/api/v1/messages/{entry['id']}").json()
+
+    assert [e["event"] for e in body["trace"]] == ["produced", "pulled", "acked"]
+    acked = body["trace"][2]
+    assert acked == {"event": "acked", "actor": "c1", "at": body["update_time"], "attempt": 1, "rank": None,
+                     "total": None, "status": "SUCCESS", "log": ""}
+    assert body["update_time"].startswith(row.update_time.strftime("%Y-%m-%dT%H:%M:%S"))
+
+
 def test_it_answers_404_for_unknown_or_foreign_messages(admin_api, producer_api, outsider_api, orders):
     expect_error(admin_api.get("/api/v1/messages/987654321"), 404, "not_found")
     [entry] = produce(producer_api, {"topic": "orders", "data": 1})

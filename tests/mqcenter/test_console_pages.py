@@ -153,6 +153,23 @@ def test_it_words_the_trace_as_an_operator_reads_it(clients: dict[str, Client], 
     assert "retry at 2026-11-27 14:05:00 UTC" in trace and ".123456" not in trace
 
 
+def test_it_shows_the_ack_of_a_first_delivery_held_by_its_row(clients: dict[str, Client], orders: Topic) -> None:
+    from tests.support.maintenance import consume, produce
+
+    [message_id] = produce("orders", 1)
+    consume("orders", 1)
+    assert not MessageTrace.objects.filter(message_id=message_id).exists()
+    page = clients["viewer"].get(f"/messages/{message_id}/").content.decode()
+    trace = page[page.index('id="trace"'):]
+    trace = trace[: trace.index("</ol>")]
+    assert [m for m in re.findall(r'class="ev-(\w+)"', trace)] == ["produced", "pulled", "acked"]
+    acked = trace[trace.index("ev-acked"):]
+    acked = acked[: acked.index("</li>")]
+    assert '<span class="mono">c1</span>' in acked and "attempt 1" in acked and "s-SUCCESS" in acked
+    when = Message.objects.get(id=message_id).update_time.strftime("%Y-%m-%d %H:%M:%S.%f")[:23]
+    assert f'<div class="when">{when} UTC</div>' in acked
+
+
 def test_it_refuses_invalid_json_without_changing_the_message(clients: dict[str, Client], failed: Message) -> None:
     response = clients["operator"].post(f"/messages/{failed.id}/edit/", {"data": "{not json"})
     assert response.status_code == 400 and "valid JSON" in response.content.decode()

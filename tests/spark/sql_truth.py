@@ -15,8 +15,17 @@ from django.db import connection
 
 Query = Callable[[str, list[Any]], list[tuple[Any, ...]]]
 
-COLUMNS = "id, topic, group_name, status, attempt, effect_time, add_time, lease_owner, pulled_at"
+COLUMNS = "id, topic, group_name, status, attempt, effect_time, add_time, update_time, lease_owner, pulled_at"
 MESSAGES = f"(SELECT {COLUMNS} FROM mq_message UNION ALL SELECT {COLUMNS} FROM mq_message_archive)"
+# Every trace event: trace rows, and the "acked" event a first delivery's success leaves on
+# its row only (SUCCESS, attempt 1, its pull still on the row, no "acked" row of attempt 1),
+# at its update_time.
+TRACE = f"""(
+  SELECT id, message_id, event, actor, at, attempt, status_after, log FROM mq_message_trace
+  UNION ALL SELECT NULL, m.id, 'acked', m.lease_owner, m.update_time, m.attempt, 'SUCCESS', '' FROM {MESSAGES} m
+    WHERE m.status = 'SUCCESS' AND m.attempt = 1 AND m.pulled_at IS NOT NULL AND NOT EXISTS (
+      SELECT 1 FROM mq_message_trace a WHERE a.message_id = m.id AND a.event = 'acked' AND a.attempt = 1)
+)"""
 # Every pull: trace rows, and the one message rows hold (a claim's, in the row's attempt).
 PULLS = f"""(
   SELECT t.message_id, t.actor, t.at, t.id, t.attempt FROM mq_message_trace t WHERE t.event = 'pulled'
@@ -26,7 +35,7 @@ PULLS = f"""(
 # the same message and attempt.
 DELIVERIES = f"""(
   SELECT t.message_id, t.actor, TIMESTAMPDIFF(MICROSECOND, MAX(pl.at), t.at) / 1e6 AS v
-  FROM mq_message_trace t JOIN {PULLS} pl ON pl.message_id = t.message_id AND pl.attempt = t.attempt
+  FROM {TRACE} t JOIN {PULLS} pl ON pl.message_id = t.message_id AND pl.attempt = t.attempt
   WHERE t.event IN ('acked', 'nacked') GROUP BY t.id, t.message_id, t.actor, t.at
   HAVING MAX(pl.at) <= t.at
 )"""
@@ -88,14 +97,14 @@ def trace_truth(since: datetime, until: datetime, rows: Query = rows) -> dict[st
         }
     for topic, group, n in rows(
         f"""
-        SELECT m.topic, m.group_name, COUNT(*) FROM mq_message_trace t JOIN {MESSAGES} m ON m.id = t.message_id
+        SELECT m.topic, m.group_name, COUNT(*) FROM {TRACE} t JOIN {MESSAGES} m ON m.id = t.message_id
         WHERE {window} AND t.event = 'lease_expired' GROUP BY m.topic, m.group_name""",
         p,
     ):
         groups[(topic, group)]["lease_expiries"] = n
     latency = f"""SELECT m.topic, m.group_name,
         TIMESTAMPDIFF(MICROSECOND, m.add_time, MAX(t.at)) / 1e6 AS v
-        FROM {MESSAGES} m JOIN mq_message_trace t ON t.message_id = m.id AND t.event = 'acked'
+        FROM {MESSAGES} m JOIN {TRACE} t ON t.message_id = m.id AND t.event = 'acked'
         WHERE {window} AND m.status = 'SUCCESS' GROUP BY m.id, m.topic, m.group_name, m.add_time"""
     for topic, group, *values in rows(nearest_rank_sql(latency, "latency"), p):
         groups[(topic, group)].update(
@@ -134,7 +143,7 @@ def trace_truth(since: datetime, until: datetime, rows: Query = rows) -> dict[st
     )
     for event in ("released", "acked", "nacked"):
         add(
-            f"""SELECT m.topic, m.group_name, t.actor, COUNT(*) FROM mq_message_trace t
+            f"""SELECT m.topic, m.group_name, t.actor, COUNT(*) FROM {TRACE} t
                 JOIN {MESSAGES} m ON m.id = t.message_id WHERE {window} AND t.event = '{event}'
                 GROUP BY m.topic, m.group_name, t.actor""",
             event,
@@ -143,7 +152,7 @@ def trace_truth(since: datetime, until: datetime, rows: Query = rows) -> dict[st
         f"""SELECT topic, group_name, holder, COUNT(*) FROM (
               SELECT m.topic, m.group_name, (SELECT pl.actor FROM {PULLS} pl WHERE pl.message_id = t.message_id
                      AND pl.at <= t.at ORDER BY pl.at DESC, COALESCE(pl.id, 1e18) DESC LIMIT 1) AS holder
-              FROM mq_message_trace t JOIN {MESSAGES} m ON m.id = t.message_id
+              FROM {TRACE} t JOIN {MESSAGES} m ON m.id = t.message_id
               WHERE {window} AND t.event = 'lease_expired') AS expiries GROUP BY topic, group_name, holder""",
         "expired",
     )
@@ -164,7 +173,7 @@ def trace_truth(since: datetime, until: datetime, rows: Query = rows) -> dict[st
         SELECT topic, group_name, reason, n FROM (
           SELECT topic, group_name, reason, n, ROW_NUMBER() OVER (PARTITION BY topic, group_name
                  ORDER BY n DESC, reason) AS rk FROM (
-            SELECT m.topic, m.group_name, {REASON} AS reason, COUNT(*) AS n FROM mq_message_trace t
+            SELECT m.topic, m.group_name, {REASON} AS reason, COUNT(*) AS n FROM {TRACE} t
             JOIN {MESSAGES} m ON m.id = t.message_id WHERE {window} AND t.event = 'nacked'
             GROUP BY 1, 2, 3) AS counted) AS ranked
         WHERE rk <= 5 ORDER BY topic, group_name, rk""",
@@ -187,7 +196,7 @@ def heap_flow_truth(
     changes = f"""SELECT m.topic, m.group_name, {hour.format("e.at")}, e.status_after IN ('NEW', 'RUNNING'), COUNT(*)
         FROM (SELECT t.message_id, t.at, t.status_after, COALESCE(LAG(t.status_after) OVER (
                 PARTITION BY t.message_id ORDER BY t.at, t.id), IF(b.message_id IS NULL, 'NEW', 'PREPARED')) AS before_
-              FROM mq_message_trace t LEFT JOIN {BORN_PREPARED} b ON b.message_id = t.message_id) e
+              FROM {TRACE} t LEFT JOIN {BORN_PREPARED} b ON b.message_id = t.message_id) e
         JOIN {MESSAGES} m ON m.id = e.message_id
         WHERE (e.status_after IN ('NEW', 'RUNNING')) <> (e.before_ IN ('NEW', 'RUNNING'))
           AND e.at >= %s AND e.at < %s GROUP BY 1, 2, 3, 4"""
@@ -210,7 +219,7 @@ def heap_state_truth(until: datetime, rows: Query = rows) -> dict[tuple[str, str
         f"THEN STR_TO_DATE(LEFT({retry_at}, 26), '%%Y-%%m-%%dT%%H:%%i:%%s.%%f') "
         f"ELSE STR_TO_DATE(LEFT({retry_at}, 19), '%%Y-%%m-%%dT%%H:%%i:%%s') END"
     )
-    events = f"""(SELECT message_id, id, event, at, status_after, log FROM mq_message_trace
+    events = f"""(SELECT message_id, id, event, at, status_after, log FROM {TRACE} tr
       UNION ALL SELECT m.id, NULL, 'pulled', m.pulled_at, 'RUNNING', '' FROM {MESSAGES} m WHERE m.pulled_at IS NOT NULL)"""
     sql = f"""
       SELECT m.topic, m.group_name,

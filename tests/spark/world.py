@@ -108,6 +108,11 @@ def generate(seed: int = 7, count: int = 420) -> World:
                 done += timedelta(seconds=60)
                 event("lease_expired", "broker", done, attempt, "TIMEOUT", f"lease of {consumer} expired; no retries left")
                 status = "TIMEOUT"
+            elif fate == "ack" and attempt == 1:
+                # A first delivery's success, as consumers send most: held by the row only
+                # (SUCCESS, attempt 1, its update_time), as its pull is.
+                event("acked", consumer, done, attempt, "SUCCESS", "", in_row=True)
+                status = "SUCCESS"
             elif fate == "ack":
                 event("acked", consumer, done, attempt, "SUCCESS", "ok")
                 status = "SUCCESS"

@@ -20,6 +20,7 @@ def archive_messages(ids: list[int], *, days: int = 400) -> None:
     assert set(rows.values_list("status", flat=True)) <= set(FINISHED_STATUSES)
     past = timezone.now() - timedelta(days=days)
     rows.update(update_time=past, add_time=past)
+    rows.filter(pulled_at__isnull=False).update(pulled_at=past)
     MessageTrace.objects.filter(message_id__in=ids).update(at=past)
     cutoff = past + timedelta(seconds=1)
     for topic in sorted(set(Message.objects.filter(id__in=ids).values_list("topic", flat=True))):

@@ -59,13 +59,15 @@ def age_messages(ids: list[int], *, days: float) -> None:
 
 
 def settle_trace() -> None:
-    """The flush counts trace rows (and message rows, for "produced") only once they are
-    SETTLE_SECONDS old: age them all."""
+    """The flush counts trace rows (and message rows, for "produced" and the successes
+    they hold) only once they are SETTLE_SECONDS old: age them all."""
     from messages.stats.flush import SETTLE_SECONDS
 
     settled = timezone.now() - timedelta(seconds=SETTLE_SECONDS + 1)
     MessageTrace.objects.filter(at__gt=settled).update(at=settled)
     Message.objects.filter(add_time__gt=settled).update(add_time=settled)
+    Message.objects.filter(update_time__gt=settled).update(update_time=settled)
+    Message.objects.filter(pulled_at__gt=settled).update(pulled_at=settled)  # never after the ack
 
 
 def wait_for(predicate: Callable[[], Any], *, timeout: float = 60, interval: float = 0.2, what: str = "") -> Any:

@@ -118,6 +118,18 @@ def test_it_shows_no_archived_message_of_another_business_line(
     )
 
 
+def test_an_archived_first_delivery_success_shows_its_ack_from_its_row(shop_admin_api, archived):
+    done = archived["ids"][0]
+    assert not MessageTrace.objects.filter(message_id=done, event="acked").exists()
+
+    body = shop_admin_api.get(f"/api/v1/archive/messages/{done}").json()
+
+    assert [e["event"] for e in body["trace"]] == ["produced", "pulled", "acked", "archived"]
+    acked = body["trace"][2]
+    assert (acked["actor"], acked["attempt"], acked["status"], acked["log"]) == ("c1", 1, "SUCCESS", "")
+    assert acked["at"] == body["update_time"]
+
+
 def test_it_shows_an_archived_message_with_its_trace(shop_admin_api, archived):
     dead = archived["ids"][4]
 

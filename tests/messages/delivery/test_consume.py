@@ -131,6 +131,22 @@ def test_it_acks_success_and_a_repeat_is_harmless(producer_api, consumer_api):
     assert MessageTrace.objects.filter(message_id=row.id, event="acked").count() == 1
 
 
+def test_a_first_delivery_success_writes_no_trace_row_and_a_repeat_still_answers_success(producer_api, consumer_api):
+    [entry] = produce(producer_api, {"topic": "orders", "data": 1})
+    pull(consumer_api, "orders", consumer="c1")
+    for _ in range(2):
+        assert ack(consumer_api, "c1", {"id": entry["id"], "status": "SUCCESS"}) == [
+            {"id": entry["id"], "outcome": "success"}]
+    assert ack(consumer_api, "c2", {"id": entry["id"], "status": "SUCCESS"}) == [
+        {"id": entry["id"], "outcome": "stale"}]
+    row = Message.objects.get(id=entry["id"])
+    assert list(MessageTrace.objects.filter(message_id=row.id).values_list("event", "actor")) == [("stale_ack", "c2")]
+    assert [(e.event, e.actor, e.attempt, e.status_after, e.at) for e in message_trace(row)] == [
+        ("produced", row.producer, 0, "NEW", row.add_time), ("pulled", "c1", 1, "RUNNING", row.pulled_at),
+        ("acked", "c1", 1, "SUCCESS", row.update_time), ("stale_ack", "c2", 1, "SUCCESS",
+                                                         MessageTrace.objects.get(message_id=row.id).at)]
+
+
 def test_it_answers_one_outcome_per_result_in_order(producer_api, consumer_api):
     a, b = (e["id"] for e in produce(producer_api, {"topic": "orders", "data": 1},
                                      {"topic": "orders", "data": 2, "retry_count": 0}))
@@ -257,7 +273,9 @@ def test_a_pull_carries_acks_applies_them_first_and_answers_their_outcomes(produ
     assert [(r["id"], r["outcome"]) for r in answer["results"]] == [(ids[0], "success"), (ids[1], "failed")]
     assert dict(Message.objects.filter(id__in=ids).values_list("id", "status")) == {
         ids[0]: "SUCCESS", ids[1]: "FAIL", ids[2]: "RUNNING"}
-    assert MessageTrace.objects.filter(message_id=ids[0], event="acked", actor="c1").count() == 1
+    assert not MessageTrace.objects.filter(message_id=ids[0], event="acked").exists()  # its row holds it
+    row = Message.objects.get(id=ids[0])
+    assert [(e.event, e.actor) for e in message_trace(row)][-1] == ("acked", "c1")
 
 
 def test_a_pull_that_carries_no_acks_answers_as_before(producer_api, consumer_api):
