@@ -64,7 +64,9 @@ class ConsoleLiveSocket(AsyncWebsocketConsumer):
             loop, changed = asyncio.get_running_loop(), self.changed
 
             def signal(_pair: tuple[str, str]) -> None:  # called from the hub's thread
-                loop.call_soon_threadsafe(changed.set)
+                # A server shutting down may close the loop before this socket's disconnect.
+                if not loop.is_closed():
+                    loop.call_soon_threadsafe(changed.set)
 
             self.stop_listening = live_listen(pairs, signal)
         self.task = asyncio.create_task(self._loop())

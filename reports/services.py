@@ -140,7 +140,12 @@ def report_run_execute(*, run_id: int, config: ReportConfig | None = None) -> Re
     except Exception as exc:
         if not connection.in_atomic_block:
             close_old_connections()  # the failure may have been our own lost connection
-        logger.exception("report run %s failed", run_id)
+        if isinstance(exc, ReportUnavailable):
+            # Expected where reports are not set up (the quick start on SQLite): the reason is
+            # stored on the run and shown on the reports page; a traceback would say "bug".
+            logger.warning("report run %s not run: %s", run_id, exc)
+        else:
+            logger.exception("report run %s failed", run_id)
         ReportRun.objects.filter(id=run_id).update(
             state=ReportRun.State.FAILED,
             error=_error_text(exc),
