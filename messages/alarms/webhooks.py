@@ -97,7 +97,8 @@ def webhook_console_url(notice: AlarmNotice) -> str | None:
 
 def webhook_signature(*, secret: str, timestamp: int, body: bytes) -> str:
     """The X-MQ-Signature header: `v1=` and the hex HMAC-SHA256, under the target's secret,
-    of the timestamp, a dot and the exact body bytes (docs/operating.md, "Verifying a webhook's signature", shows how to check it)."""
+    of the timestamp, a dot and the exact body bytes (docs/operating.md, "Verifying a
+    webhook's signature", shows how to check it)."""
     mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256)
     return f"v1={mac.hexdigest()}"
 
