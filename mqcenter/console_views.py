@@ -159,6 +159,7 @@ def user_detail(request: HttpRequest, user_id: int) -> HttpResponse:
 
 
 @console_view(ConsoleRole.ADMIN, global_admin=True)
+@reads_replica
 def audit(request: HttpRequest) -> HttpResponse:
     """Every operator and admin action, newest first, keyset-paginated on id."""
     params = {k: request.GET.get(k, "").strip() for k in ("actor", "action", "target") if request.GET.get(k, "").strip()}

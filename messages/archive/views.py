@@ -31,6 +31,7 @@ from messages.views import (
     visible_topic_names,
 )
 from mqcenter.console import htmx_redirect, query_string, render_page
+from mqcenter.core.db import reads_replica
 from mqcenter.core.errors import InvalidRequest
 from mqcenter.core.roles import console_principal, console_view
 from mqcenter.models import ConsoleRole
@@ -41,6 +42,7 @@ ARCHIVE_STATUS_CHOICES = [c for c in STATUS_CHOICES if c[0] not in ("NEW", "RUNN
 
 
 @console_view(ConsoleRole.VIEWER)
+@reads_replica
 def archive_list(request: HttpRequest) -> HttpResponse:
     params = filter_params(request.GET, ARCHIVE_FIELDS)
     error, next_cursor, filtered = "", None, False

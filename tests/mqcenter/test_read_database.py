@@ -1,5 +1,5 @@
-"""DATABASE_READ_URL: the console's lists, the dashboard, the charts, the stats and the Spark
-reports read the read database; a message's detail right after an edit, and every write,
+"""DATABASE_READ_URL: the console's lists (messages, archive, alarms, audit), the dashboard,
+the charts, the stats and the Spark reports read the read database; a message's detail right after an edit, and every write,
 use the writer. The test settings give the read database as a second connection to the test
 database, so each query's connection shows where it went."""
 
@@ -28,7 +28,8 @@ def queries(alias: str) -> CaptureQueriesContext:
 
 
 @pytest.mark.parametrize("path", ["/messages/", "/messages/?topic=orders", "/scheduled/", "/retrying/",
-                                  "/in-flight/", "/", "/charts/series.json?range=1h"])
+                                  "/in-flight/", "/", "/charts/series.json?range=1h", "/archive/",
+                                  "/archive/?topic=orders"])
 def test_console_lists_and_the_dashboard_read_the_read_database(
     read_database: None, clients: Any, failed: Message, path: str
 ) -> None:
@@ -39,6 +40,19 @@ def test_console_lists_and_the_dashboard_read_the_read_database(
     assert on_read.captured_queries, f"{path} read nothing from the read database"
     assert not [q for q in on_writer.captured_queries if "mq_message" in q["sql"]], \
         f"{path} read messages from the writer"
+
+
+@pytest.mark.parametrize(("client", "path", "table"), [("viewer", "/alarms/", "mq_alarm"),
+                                                      ("admin", "/audit/", "mq_audit")])
+def test_the_alarm_history_and_the_audit_log_read_the_read_database(
+    read_database: None, clients: Any, failed: Message, client: str, path: str, table: str
+) -> None:
+    with queries("read") as on_read, queries("default") as on_writer:
+        response = clients[client].get(path)
+
+    assert response.status_code == 200, path
+    assert any(table in q["sql"] for q in on_read.captured_queries), f"{path} did not read {table} there"
+    assert not [q for q in on_writer.captured_queries if table in q["sql"]], f"{path} read {table} from the writer"
 
 
 def test_the_list_shows_what_the_read_database_holds(read_database: None, clients: Any, failed: Message) -> None:
