@@ -6,7 +6,8 @@ leases a group's next messages in one short transaction, one module per delivery
 (`claims/`); every state change of a message (lease, succeed, fail with retry or dead letter,
 snooze, release, extend, lease recovery) is in `lifecycle`, acks and lease extensions in `acks`,
 retry delays in `retry`, expiry in `expiry`, trace rows in `trace`, and the hot path's SQL in
-`sql`. The doors: `api` (produce, pull, ack, extend, release), `validation` (their request
-bodies), `answers` (their answers, built without serializers). Owns the tables `mq_message`
-and `mq_message_trace` (messages/models.py).
+`sql` (claims, locks, leases), `sql_many` (many rows and owners at once) and `sql_insert`
+(multi-row inserts). The doors: `api` (produce, pull, ack, extend, release), `validation`
+(their request bodies), `answers` (their answers, built without serializers). Owns the tables
+`mq_message` and `mq_message_trace` (messages/models.py).
 """

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from messages.dedup import dedup_refuse, dedup_windows_passed
 from messages.delivery import sql
-from messages.delivery.sql import NewMessage, insert_statements, insert_values
+from messages.delivery.sql_insert import NewMessage, insert_statements, insert_values
 from messages.models import DEFAULT_PRIORITY, Message, Status
 from messages.overflow import backlog_make_room
 from messages.routing.filters import Subscription, copies_for, skipped_record, subscriptions_read
