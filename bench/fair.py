@@ -43,9 +43,9 @@ def main(backlog: int, keys: int, claims: int, batch: int, burst: int = 0, index
     from django.db import connection
     from django.utils import timezone
 
-    from messages.delivery import sql
     from messages.delivery.claims import messages_claim
-    from messages.models import Status
+    from messages.delivery.sql_insert import NewMessage, insert_values
+    from messages.models import Message, Status
     from mqcenter.core.auth import Principal
     from topics.models import Topic, TopicGroup
 
@@ -57,14 +57,14 @@ def main(backlog: int, keys: int, claims: int, batch: int, burst: int = 0, index
         now = timezone.now()
         per_key = max(1, backlog // keys)
         for group in ("fair", "plain"):
-            rows = [sql.NewMessage(topic="fair", group_name=group, data=f'{{"n":{n}}}', key=f"tenant-{n // per_key:05d}",
-                                   headers={}, status=Status.NEW, effect_time=now, retry_remaining=3, attempt=0,
-                                   timeout_seconds=60, dedup_key=None, last_log="", add_time=now, update_time=now,
-                                   producer="bench", publish_id=None)
+            rows = [NewMessage(topic="fair", group_name=group, data=f'{{"n":{n}}}', key=f"tenant-{n // per_key:05d}",
+                               headers={}, status=Status.NEW, effect_time=now, retry_remaining=3, attempt=0,
+                               timeout_seconds=60, dedup_key=None, last_log="", add_time=now, update_time=now,
+                               producer="bench", publish_id=None)
                     for n in range(backlog)]
             rows[:0] = [row._replace(key="tenant-burst") for row in rows[:1]] * burst  # one key's burst first
             for start in range(0, len(rows), 5000):
-                sql.insert_values(sql.Message, rows[start:start + 5000], return_ids=False)
+                insert_values(Message, rows[start:start + 5000], return_ids=False)
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE TABLE mq_message")
             cursor.fetchall()
@@ -128,21 +128,21 @@ def _index_cost(rounds: int) -> dict[str, object]:
     from django.db import connection
     from django.utils import timezone
 
-    from messages.delivery import sql
-    from messages.models import Status
+    from messages.delivery.sql_insert import NewMessage, insert_values
+    from messages.models import Message, Status
 
     def run(start: int) -> float:
         began = time.perf_counter()
         for b in range(200):
             now = timezone.now()
-            rows = [sql.NewMessage(topic="ins", group_name="g", data=f'{{"n":{n},"pad":"{"x" * 180}"}}',
-                                   key=f"k{n % 5000}" if n % 2 else None, headers={}, status=Status.NEW,
-                                   effect_time=now, retry_remaining=3, attempt=0, timeout_seconds=60, dedup_key=None,
-                                   last_log="", add_time=now, update_time=now, producer="bench", publish_id=None)
+            rows = [NewMessage(topic="ins", group_name="g", data=f'{{"n":{n},"pad":"{"x" * 180}"}}',
+                               key=f"k{n % 5000}" if n % 2 else None, headers={}, status=Status.NEW,
+                               effect_time=now, retry_remaining=3, attempt=0, timeout_seconds=60, dedup_key=None,
+                               last_log="", add_time=now, update_time=now, producer="bench", publish_id=None)
                     for n in range(start + b * 100, start + b * 100 + 100)]
             with connection.cursor() as cursor:
                 cursor.execute("START TRANSACTION")
-                sql.insert_values(sql.Message, rows, return_ids=True)
+                insert_values(Message, rows, return_ids=True)
                 cursor.execute("COMMIT")
         return 20_000 / (time.perf_counter() - began)
 

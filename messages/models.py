@@ -68,7 +68,7 @@ class Message(models.Model):
     tag = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 - NULL: no tag
     # The batch this message belongs to (messages/batches/): its finish counts towards it.
     batch_id = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 - NULL: none
-    # `dedup_key` is unique until then only (messages/dedup.py); NULL: while the row is kept.
+    # `dedup_key` is unique until then only (messages/delivery/dedup.py); NULL: while the row is kept.
     dedup_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -17,12 +17,12 @@ from django.views.decorators.http import require_POST
 
 from messages import selectors, services
 from messages.delivery import validation
+from messages.delivery.trace_display import trace_for_console
 from messages.filters import MessageFilter
 from messages.models import DEAD_STATUSES, MAX_PRIORITY, Message
 from messages.operations import bulk
 from messages.operations.dead_letters import dead_letter_group_ids
 from messages.stats.flush import backlog_live
-from messages.trace_display import trace_for_console
 from mqcenter.console import (
     datetime_local,
     form_errors,

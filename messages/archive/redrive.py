@@ -19,7 +19,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from messages.delivery.sql import insert_values
+from messages.delivery.sql_insert import insert_values
 from messages.delivery.trace import TraceRow, trace_write
 from messages.filters import ArchiveFilter, filter_targets
 from messages.models import Message, TraceEvent

@@ -18,8 +18,8 @@ from messages import selectors as message_selectors
 from messages.archive import selectors
 from messages.archive.redrive import archive_messages_redrive
 from messages.delivery import validation
+from messages.delivery.trace_display import trace_for_console
 from messages.filters import ArchiveFilter
-from messages.trace_display import trace_for_console
 from messages.views import (
     FILTER_FIELDS,
     STATUS_CHOICES,

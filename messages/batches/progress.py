@@ -16,7 +16,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from messages.batches.models import Batch
-from messages.delivery.sql import NewMessage, insert_values
+from messages.delivery.sql_insert import NewMessage, insert_values
 from messages.models import Message, Status
 from messages.routing.filters import copies_for, skipped_record, subscriptions_read
 from registry.wakeups import wakeup_hub

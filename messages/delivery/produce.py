@@ -15,9 +15,9 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from messages.dedup import dedup_refuse, dedup_windows_passed
 from messages.delivery import sql
-from messages.delivery.sql import NewMessage, insert_statements, insert_values
+from messages.delivery.dedup import dedup_refuse, dedup_windows_passed
+from messages.delivery.sql_insert import NewMessage, insert_statements, insert_values
 from messages.models import DEFAULT_PRIORITY, Message, Status
 from messages.overflow import backlog_make_room
 from messages.routing.filters import Subscription, copies_for, skipped_record, subscriptions_read
@@ -62,7 +62,7 @@ class ProduceItem:
     expires_at: datetime | None = None
     tag: str | None = None  # what subscription filters select on (messages/routing/)
     batch_id: str | None = None  # set by a batch's produce (messages/batches/)
-    dedup_seconds: int | None = None  # the key is unique this long, then free (messages/dedup.py)
+    dedup_seconds: int | None = None  # the key is unique this long, then free (messages/delivery/dedup.py)
     dedup_conflict: str = "first"  # or "reject": a duplicate answers 409
 
 

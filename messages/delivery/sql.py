@@ -1,4 +1,5 @@
-"""The claim path's SQL, in one place.
+"""The claim path's SQL, in one place: the claim queries, the row locks (messages, a group's
+flow control), and the lease and finish updates. Multi-row inserts are in `sql_insert`.
 
 On MySQL/MariaDB the optimizer may pick the shorter `(status, id)` index for a claim and
 filesort the whole group's backlog; worse, on that plan MariaDB waits on locked rows instead
@@ -9,46 +10,18 @@ from the ORM (PostgreSQL plans it well; SQLite takes no row locks and serializes
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
 from typing import Any, NamedTuple
 
 from django.db import DatabaseError, connection, transaction
-from django.db.models import DateTimeField, Field, JSONField, Max, Min, Model
+from django.db.models import DateTimeField, JSONField, Max, Min
 from django.db.models.base import ModelState
 
-from messages.models import DEFAULT_PRIORITY, Message, Status
+from messages.models import Message, Status
 
 MESSAGE_COLUMNS = ", ".join(f"`{f.column}`" for f in Message._meta.concrete_fields)
-
-
-class NewMessage(NamedTuple):
-    """A message row to insert: each field names a column of `Message` (`insert_values`);
-    the columns left out are NULL."""
-
-    topic: str
-    group_name: str
-    data: str
-    key: str | None
-    headers: dict[str, str]
-    status: str
-    effect_time: datetime
-    retry_remaining: int
-    attempt: int
-    timeout_seconds: int
-    dedup_key: str | None
-    last_log: str
-    add_time: datetime
-    update_time: datetime
-    producer: str
-    publish_id: int | None
-    priority: int = DEFAULT_PRIORITY
-    expires_at: datetime | None = None
-    copied_at: datetime | None = None  # a copy's (replay, redrive, move): when it was made
-    tag: str | None = None
-    batch_id: str | None = None
-    dedup_until: datetime | None = None
 
 
 def is_mysql() -> bool:
@@ -301,115 +274,6 @@ def finish(ids: Iterable[int], status: str, now: datetime) -> None:
             f"UPDATE mq_message SET status = %s, lease_expires_at = NULL, update_time = %s WHERE id IN ({_id_list(ids)})",  # noqa: S608 - integers and placeholders only
             [status, connection.ops.adapt_datetimefield_value(now)],
         )
-
-
-INSERT_CHUNK = 500
-
-
-def _adapter(field: Field[Any, Any]) -> Callable[[Any], Any]:
-    """Per-column conversion to a database parameter, chosen once per insert.
-
-    Django's `get_db_prep_save` costs ~10 us a value; on MySQL the conversions are simple
-    enough to do directly, and a batch's rows share their timestamps, so each distinct one
-    is converted once. Other backends keep Django's (their JSON adapters differ).
-    """
-    if not is_mysql():
-        return lambda value: field.get_db_prep_save(value, connection)
-    if isinstance(field, DateTimeField):
-        seen: dict[Any, Any] = {}
-
-        def adapt_datetime(value: Any) -> Any:
-            if value not in seen:
-                seen[value] = connection.ops.adapt_datetimefield_value(value)
-            return seen[value]
-
-        return adapt_datetime
-    if isinstance(field, JSONField):
-        return lambda value: None if value is None else json.dumps(value)
-    return lambda value: value
-
-
-def insert_statements(count: int, *, return_ids: bool) -> int:
-    """How many statements `insert_values` sends for `count` rows."""
-    if return_ids and not connection.features.can_return_rows_from_bulk_insert:
-        return count
-    return -(-count // INSERT_CHUNK)
-
-
-def insert_values(model: type[Model], rows: Sequence[NamedTuple], *, return_ids: bool) -> list[int]:
-    """Multi-row INSERT of named tuples, each field naming a column of `model` by its
-    attribute name, without the ORM's per-instance and per-value costs. With `return_ids`,
-    answers the new ids in row order.
-
-    Ids come from `RETURNING` where the backend returns rows from a multi-row insert
-    (MariaDB >= 10.5, PostgreSQL, SQLite), else from one insert per row (MySQL 8, TiDB:
-    their auto-increment values within one statement need not be consecutive).
-    """
-    if not rows:
-        return []
-    by_name = {f.attname: f for f in model._meta.concrete_fields}
-    fields = [by_name[name] for name in type(rows[0])._fields]
-    adapters = [_adapter(f) for f in fields]
-    quote = connection.ops.quote_name
-    columns = ", ".join(quote(f.column) for f in fields)
-    row_marks = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    table, pk = quote(model._meta.db_table), quote(model._meta.pk.column)
-    one_by_one = return_ids and not connection.features.can_return_rows_from_bulk_insert
-    chunk_size = 1 if one_by_one else INSERT_CHUNK
-    ids: list[int] = []
-    with connection.cursor() as cursor:
-        for start in range(0, len(rows), chunk_size):
-            chunk = rows[start : start + chunk_size]
-            if is_mysql() and not one_by_one:
-                statement = f"INSERT INTO {table} ({columns}) VALUES ".encode() + _mysql_rows(chunk, adapters)  # noqa: S608 - names from the model
-                if return_ids:
-                    cursor.execute(statement + f" RETURNING {pk}".encode())
-                    ids.extend(new_id for (new_id,) in cursor.fetchall())
-                else:
-                    cursor.execute(statement)
-                continue
-            params = [adapt(value) for row in chunk for adapt, value in zip(adapters, row, strict=True)]
-            text = f"INSERT INTO {table} ({columns}) VALUES " + ", ".join([row_marks] * len(chunk))  # noqa: S608 - names from the model
-            if one_by_one:
-                cursor.execute(text, params)
-                ids.append(connection.ops.last_insert_id(cursor, model._meta.db_table, model._meta.pk.column))
-            elif return_ids:
-                cursor.execute(f"{text} RETURNING {pk}", params)
-                ids.extend(new_id for (new_id,) in cursor.fetchall())
-            else:
-                cursor.execute(text, params)
-    return ids
-
-
-def _mysql_rows(rows: Sequence[Sequence[Any]], adapters: list[Callable[[Any], Any]]) -> bytes:
-    """The VALUES list of a multi-row INSERT, escaped by mysqlclient itself.
-
-    mysqlclient escapes every parameter through a Python-level call (~1.4 us); a produce of
-    100 messages has 2,500 of them, most the same value all down a column (topic, status,
-    timestamps, NULL). Escaped column by column: a column holding one value throughout is
-    adapted and escaped once; in the others each distinct short value is escaped once.
-    """
-    literal = connection.connection.literal
-    count = len(rows)
-    columns: list[list[bytes]] = []
-    for values, adapt in zip(zip(*rows, strict=True), adapters, strict=True):
-        first = values[0]
-        if values.count(first) == count:  # C-speed: identity first, then ==
-            columns.append([literal(adapt(first))] * count)
-            continue
-        seen: dict[Any, bytes] = {}
-        escaped = []
-        for value in values:
-            adapted = adapt(value)
-            if type(adapted) is str and len(adapted) > 64:
-                escaped.append(literal(adapted))
-                continue
-            key = (type(adapted), adapted)
-            if key not in seen:
-                seen[key] = literal(adapted)
-            escaped.append(seen[key])
-        columns.append(escaped)
-    return b", ".join([b"(" + b", ".join(row) + b")" for row in zip(*columns, strict=True)])
 
 
 def first_id_added_since(moment: datetime) -> int | None:

@@ -53,7 +53,7 @@ def trace_row(
 
 
 def trace_write(rows: Iterable[TraceRow]) -> None:
-    from messages.delivery.sql import insert_values
+    from messages.delivery.sql_insert import insert_values
 
     insert_values(MessageTrace, list(rows), return_ids=False)
 

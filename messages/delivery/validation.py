@@ -16,8 +16,8 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from messages.dedup import CONFLICT_MODES, MAX_DEDUP_SECONDS
 from messages.delivery.acks import AckResult
+from messages.delivery.dedup import CONFLICT_MODES, MAX_DEDUP_SECONDS
 from messages.delivery.produce import ProduceItem
 from messages.models import DEFAULT_PRIORITY, MAX_PRIORITY
 from messages.routing.filters import tag_check

@@ -23,7 +23,7 @@ from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from messages.batches.progress import batches_finished
-from messages.delivery.sql import NewMessage, insert_values
+from messages.delivery.sql_insert import NewMessage, insert_values
 from messages.delivery.trace import TraceRow, trace_write
 from messages.filters import MessageFilter, filter_targets
 from messages.models import FINISHED_STATUSES, Message, Status, TraceEvent

@@ -30,7 +30,7 @@ from django.db.models import F, Model, QuerySet
 from django.utils import timezone
 
 from messages.archive.models import MessageArchive
-from messages.delivery.sql import NewMessage, insert_values
+from messages.delivery.sql_insert import NewMessage, insert_values
 from messages.models import Message, Status
 from messages.operations.models import BulkJob
 from messages.routing.filters import filter_matcher

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from datetime import datetime
 
-from messages.delivery.sql import NewMessage, insert_values
+from messages.delivery.sql_insert import NewMessage, insert_values
 from messages.models import Message, MessageTrace, Status
 from messages.operations.replay import COMMIT_COPY_OF
 from messages.routing.filters import Subscription, copies_for, subscriptions_read

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
-from messages.delivery.sql import NewMessage
+from messages.delivery.sql_insert import NewMessage
 from messages.delivery.trace import TraceRow
 from messages.models import Message, MessageTrace
 from topics.cache import topic_cache

@@ -10,7 +10,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from messages.delivery.sql import INSERT_CHUNK
+from messages.delivery.sql_insert import INSERT_CHUNK
 from messages.models import Message, MessageTrace
 from tests.support.api import expect_error, parse_time, produce, pull
 from topics.models import Topic, TopicGroup
