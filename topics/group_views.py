@@ -1,6 +1,6 @@
 """Console pages and actions for a topic's consumer groups (its subscriptions): the group page,
-and create, pause or resume, change mode and limits, replay from a time, and delete after a
-confirmation step.
+and create, pause or resume, change mode and limits, set or clear the subscription filter,
+replay from a time, and delete after a confirmation step.
 
 Any role reads; an admin of the topic's business line acts (as for the topic's own pause and
 delete). Every change goes through messages/subscriptions.py. Each form is a partial
@@ -24,6 +24,7 @@ from django.views.decorators.http import require_POST
 
 from messages import subscriptions
 from messages.delivery.validation import NAME_PATTERN
+from messages.routing.filters import filter_parse
 from mqcenter.console import (
     fields_checked,
     htmx_redirect,
@@ -44,6 +45,8 @@ from topics.views import NEW_GROUP_FORM, topic_for
 FORMS = "topics/groups.html"
 LIMIT_FIELDS = ("mode", "max_in_flight", "rate_per_second", "key_concurrency", "fair_keys")
 CREATE_FIELDS = ("group", "mode", "start", "start_time")
+FILTER_FIELDS = ("kind", "tags", "expression")
+FILTER_KINDS = ("none", "tags", "expression")
 
 
 def may_change_groups(request: HttpRequest, topic: Topic) -> bool:
@@ -58,12 +61,14 @@ def topic_group(request: HttpRequest, name: str, group: str) -> HttpResponse:
     rows = group_rows(topic=topic, name=group)
     if not rows:
         raise NotFound(f"Group {group!r} of topic {name!r} does not exist.")
+    # The filter form sits on the page itself and comes back here.
+    form = _context(request, topic, group, _filter_values(rows[0]["filter"]))
     return render_page(
         request,
         "topics/group.html",
         {
-            "topic": topic,
-            "group": group,
+            **form,
+            "next": request.path,
             "group_rows": rows,
             "may_edit": may_change_groups(request, topic),
             **live_group_rows(principal=request.console.principal, topic=topic.name, group=group),
@@ -155,6 +160,32 @@ def group_limits(request: HttpRequest, name: str, group: str) -> HttpResponse:
     except InvalidRequest as exc:
         return _form(request, "limits_form", _with_error(context, values, exc), status=exc.status)
     flash.success(request, _("Saved the limits of group %(group)s.") % {"group": row.name})
+    return htmx_redirect(request, context["next"])
+
+
+@console_view(ConsoleRole.ADMIN)
+def group_filter(request: HttpRequest, name: str, group: str) -> HttpResponse:
+    """Set, change or clear the group's subscription filter: tags (comma separated) or an
+    expression. It applies to messages published after the change."""
+    principal, topic = _admin_topic(request, name)
+    row = subscriptions.group_get(principal=principal, topic=topic, name=group)
+    context = _context(request, topic, row.name, _filter_values(row.filter_spec))
+    if request.method != "POST":
+        return _form(request, "filter_form", context)
+    values = {field: request.POST.get(field, "").strip() for field in FILTER_FIELDS}
+    try:
+        wanted = filter_parse(_filter_from_form(values))
+        # Unchanged, nothing is written: saving it again would restart its skipped count.
+        if wanted != row.filter_spec:
+            subscriptions.group_update(
+                principal=principal, topic=topic, name=row.name, changes={"filter": wanted}
+            )
+    except InvalidRequest as exc:
+        return _form(request, "filter_form", _filter_error(context, values, exc), status=exc.status)
+    if wanted is None:
+        flash.success(request, _("Group %(group)s takes every publish from now on: its filter is removed.") % {"group": row.name})
+    else:
+        flash.success(request, _("Saved the filter of group %(group)s; it applies to messages published from now on.") % {"group": row.name})
     return htmx_redirect(request, context["next"])
 
 
@@ -256,6 +287,58 @@ def _form(
         {**context, "form": f"{FORMS}#{partial}"},
         status=status,
     )
+
+
+def _filter_values(spec: dict[str, Any] | None) -> dict[str, str]:
+    """A stored filter as the form shows it."""
+    if spec is None:
+        return {"kind": "none", "tags": "", "expression": ""}
+    if "tags" in spec:
+        return {"kind": "tags", "tags": ", ".join(spec["tags"]), "expression": ""}
+    return {"kind": "expression", "tags": "", "expression": spec["expression"]}
+
+
+def _filter_from_form(values: dict[str, str]) -> dict[str, Any] | None:
+    """The filter as the API takes it, from the form's kind and its comma-separated tags or
+    its expression; the service checks it."""
+    if values["kind"] not in FILTER_KINDS:
+        raise InvalidRequest(_("Choose no filter, tags or an expression."), details={"field": "kind"})
+    if values["kind"] == "none":
+        return None
+    if values["kind"] == "tags":
+        tags = [tag.strip() for tag in values["tags"].split(",") if tag.strip()]
+        if not tags:
+            raise InvalidRequest(_("Give at least one tag, or choose no filter."), details={"field": "tags"})
+        return {"tags": tags}
+    if not values["expression"]:
+        raise InvalidRequest(_("Give an expression, or choose no filter."), details={"field": "expression"})
+    return {"expression": values["expression"]}
+
+
+def _filter_error(context: dict[str, Any], values: dict[str, str], exc: InvalidRequest) -> dict[str, Any]:
+    """The error beside the field it concerns: the service names `filter.tags[2]` (shown as
+    that tag) or `filter.expression`, whose parse error also marks the character at its
+    position in what was typed."""
+    field = str(exc.details.get("field", ""))
+    name = field.removeprefix("filter.").split("[")[0]
+    if name not in ("tags", "expression"):
+        return _with_error(context, values, exc)
+    message = exc.message.removeprefix(f"{field}: ")
+    index = re.fullmatch(r"filter\.tags\[(\d+)\]", field)
+    if index:
+        tags = [tag.strip() for tag in values["tags"].split(",") if tag.strip()]
+        message = f"{tags[int(index[1])]!r}: {message}"
+    shown = {**context, "values": values, "field_error": {name: message}}
+    position = exc.details.get("position")
+    if name == "expression" and isinstance(position, int):
+        text = values["expression"]
+        shown["error_at"] = {
+            "position": position,
+            "before": text[:position],
+            "at": text[position : position + 1],
+            "after": text[position + 1 :],
+        }
+    return shown
 
 
 def _start(values: dict[str, str]) -> Any:

@@ -23,6 +23,11 @@ urlpatterns = [
         name="group_limits",
     ),
     path(
+        "topics/<str:name>/groups/<str:group>/filter/",
+        group_views.group_filter,
+        name="group_filter",
+    ),
+    path(
         "topics/<str:name>/groups/<str:group>/replay/",
         group_views.group_replay,
         name="group_replay",

@@ -1,5 +1,5 @@
 """A topic's groups in the console: their state on the topic and group pages, the actions
-(create, pause, resume, limits, replay, delete with confirmation) for the roles that may and
+(create, pause, resume, limits, filter, replay, delete with confirmation) for the roles that may and
 not for the others, inline errors that change nothing, the zero-retry warning and the flag on
 groups nobody consumes."""
 
@@ -243,6 +243,12 @@ ACTIONS: list[tuple[str, str, dict[str, Any], Any]] = [
             "key_concurrency": "2",
         },
         lambda: settings_of(billing()) == ("sharded", False, 4, 12.5, 2),
+    ),
+    (
+        "filter",
+        "/topics/orders/groups/billing/filter/",
+        {"kind": "expression", "tags": "", "expression": "region = 'eu'"},
+        lambda: billing().filter_spec == {"expression": "region = 'eu'"},
     ),
     (
         "replay",
