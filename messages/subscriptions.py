@@ -159,7 +159,8 @@ def group_update(*, principal: Principal, topic: Topic, name: str, changes: dict
     """Change a group's mode, pause, flow limits (None lifts a limit) or subscription filter
     (None removes it). A filter change takes the topic's exclusive lock: each publish is
     copied under the old filter or the new one, and the new one applies to every later
-    publish; its `filtered_out` count starts again from zero."""
+    publish; its `filtered_out` count starts again from zero. Setting the filter a group
+    already has changes nothing (no write, no audit row)."""
     group = group_get(principal=principal, topic=topic, name=name)
     changes = dict(changes)
     new_filter = "filter" in changes
@@ -171,6 +172,11 @@ def group_update(*, principal: Principal, topic: Topic, name: str, changes: dict
         # Locked and re-read: concurrent changes of other settings, and the claims' writes
         # of the rate bucket, are kept.
         group = TopicGroup.objects.select_for_update().get(pk=group.pk)
+        if new_filter and spec == group.filter_spec:
+            # The filter it has: no change, so its set time and skipped count run on.
+            new_filter = False
+            if not clean:
+                return group
         before = {"mode": group.mode, **_limits(group), **({"filter": group.filter_spec} if new_filter else {})}
         for field, value in clean.items():
             setattr(group, field, value)

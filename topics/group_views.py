@@ -175,11 +175,7 @@ def group_filter(request: HttpRequest, name: str, group: str) -> HttpResponse:
     values = {field: request.POST.get(field, "").strip() for field in FILTER_FIELDS}
     try:
         wanted = filter_parse(_filter_from_form(values))
-        # Unchanged, nothing is written: saving it again would restart its skipped count.
-        if wanted != row.filter_spec:
-            subscriptions.group_update(
-                principal=principal, topic=topic, name=row.name, changes={"filter": wanted}
-            )
+        subscriptions.group_update(principal=principal, topic=topic, name=row.name, changes={"filter": wanted})
     except InvalidRequest as exc:
         return _form(request, "filter_form", _filter_error(context, values, exc), status=exc.status)
     if wanted is None:

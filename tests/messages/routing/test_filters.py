@@ -78,6 +78,20 @@ def test_a_filter_change_applies_to_later_publishes_and_restarts_the_count(produ
     assert all("item" in e for e in entries)  # eu-big still filters
 
 
+def test_setting_the_filter_a_group_has_changes_nothing(producer_api, admin_api, orders):
+    produce(producer_api, {"topic": "orders", "data": 1, "tag": "created"})
+    audits = AuditEntry.objects.filter(action="group.update").count()
+    response = admin_api.patch("/api/v1/topics/orders/groups/paid", {"filter": {"tags": ["refunded", "paid"]}})
+    assert response.status_code == 200 and response.json()["filtered_out"] == 1
+    assert AuditEntry.objects.filter(action="group.update").count() == audits
+    # With another change beside it, that change is made and the filter's count runs on.
+    response = admin_api.patch("/api/v1/topics/orders/groups/paid",
+                               {"filter": {"tags": ["paid", "refunded"]}, "max_in_flight": 5})
+    assert response.status_code == 200 and response.json()["filtered_out"] == 1
+    assert response.json()["max_in_flight"] == 5
+    assert "filter" not in AuditEntry.objects.filter(action="group.update").latest("id").after
+
+
 def test_without_filters_the_answer_is_as_before(producer_api, shop):
     Topic.objects.create(name="orders.plain", biz=shop)
     [entry] = produce(producer_api, {"topic": "orders.plain", "data": 1, "tag": "t"})
