@@ -26,6 +26,7 @@ from mqclient.outgoing import (
     message_from_mapping,
 )
 from mqclient.receipts import receipts
+from mqclient.replies import ReplyRouter
 from mqclient.transactions import ProducerTransaction
 from mqclient.transport import Transport
 
@@ -60,7 +61,9 @@ class Producer:
         )
         self.auto_dedup = auto_dedup
         self._owns_transport = transport is None
-        self._reply_group: str | None = None
+        # Made here, not on first use: concurrent first requests must share one reply group.
+        self._reply_group = f"reply-{uuid.uuid4().hex[:16]}"
+        self._replies = ReplyRouter(self._pull_replies, self._ack_replies)
         self.transport = transport or self.config.new_transport()
 
     def produce(
@@ -132,40 +135,44 @@ class Producer:
     ) -> Message:
         """Send a request and wait for its reply: produce ``data`` to ``topic`` (to ``group``,
         or as a publish) naming ``reply_to`` = ``reply_topic`` (default ``<topic>.reply``)
-        and a fresh ``correlation_id``, then long-poll this producer's own reply group of
-        ``reply_topic`` until the reply with that correlation id arrives. The handler answers
-        with ``message.reply(data)``. Returns the reply (acknowledged); raises
-        ``TimeoutError`` when none came within ``timeout`` seconds. Replies to earlier
-        requests that timed out are acknowledged and dropped."""
+        and a fresh ``correlation_id``, then wait for the reply with that correlation id on
+        this producer's own reply group of ``reply_topic``. The handler answers with
+        ``message.reply(data)``. Returns the reply (acknowledged); raises ``TimeoutError`` when
+        none came within ``timeout`` seconds. Safe to call from several threads at once: one
+        call at a time long-polls the reply group and hands every reply to the call waiting
+        for it (see :mod:`mqclient.replies`). A reply to a request that already timed out is
+        acknowledged and dropped."""
         reply_topic = reply_topic or f"{topic}.reply"
         correlation = uuid.uuid4().hex
-        self.produce(topic, data, group=group, reply_to=reply_topic, correlation_id=correlation,
-                     headers={**(headers or {}), REPLY_GROUP_HEADER: self.reply_group}, **fields)
         deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"no reply to {correlation} on {reply_topic} within {timeout} s")
-            wait = max(0, min(int(left), 20))
-            answer = self.transport.call(
-                "POST", "/api/v1/pull",
-                json={"topic": reply_topic, "group": self.reply_group, "consumer": self.reply_group,
-                      "max_messages": 10, "wait_seconds": wait},
-                timeout=wait + self.config.request_timeout,
-            )
-            got = [Message.from_api(item) for item in (answer or {}).get("messages") or []]
-            if got:
-                self.transport.call("POST", "/api/v1/ack", json={
-                    "consumer": self.reply_group, "results": [{"id": m.id, "status": "SUCCESS"} for m in got]})
-            for message in got:
-                if message.correlation_id == correlation:
-                    return message
+        self._replies.expect(correlation)
+        try:
+            self.produce(topic, data, group=group, reply_to=reply_topic, correlation_id=correlation,
+                         headers={**(headers or {}), REPLY_GROUP_HEADER: self.reply_group}, **fields)
+        except BaseException:
+            self._replies.forget(correlation)
+            raise
+        reply = self._replies.wait(correlation, reply_topic, deadline)
+        if reply is None:
+            raise TimeoutError(f"no reply to {correlation} on {reply_topic} within {timeout} s")
+        return reply
+
+    def _pull_replies(self, reply_topic: str, wait: int) -> list[Message]:
+        answer = self.transport.call(
+            "POST", "/api/v1/pull",
+            json={"topic": reply_topic, "group": self.reply_group, "consumer": self.reply_group,
+                  "max_messages": 10, "wait_seconds": wait},
+            timeout=wait + self.config.request_timeout,
+        )
+        return [Message.from_api(item) for item in (answer or {}).get("messages") or []]
+
+    def _ack_replies(self, replies: list[Message]) -> None:
+        self.transport.call("POST", "/api/v1/ack", json={
+            "consumer": self.reply_group, "results": [{"id": m.id, "status": "SUCCESS"} for m in replies]})
 
     @property
     def reply_group(self) -> str:
         """This producer's own group on reply topics (``Producer.request``)."""
-        if self._reply_group is None:
-            self._reply_group = f"reply-{uuid.uuid4().hex[:16]}"
         return self._reply_group
 
     def produce_many(self, messages: Iterable[Mapping[str, Any]]) -> list[ProducedMessage]:

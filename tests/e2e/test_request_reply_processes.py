@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -64,6 +65,23 @@ def test_request_returns_the_reply_and_times_out_without_one(broker: Any) -> Non
             with Producer(brokers=[url], token=server.token) as other:
                 assert other.request("rpc", 1, timeout=30, group="svc").data == {"double": 2}
                 assert other.reply_group != client.reply_group
+    finally:
+        stop.set()
+        replier.join(timeout=30)
+
+
+def test_concurrent_requests_on_one_producer_each_get_their_own_reply(broker: Any) -> None:
+    """Eight threads share one Producer (one reply group): every call returns the reply to
+    its own request, none is taken and dropped by another call."""
+    server, url = broker
+    stop = threading.Event()
+    replier = threading.Thread(target=serve, args=(server, url, stop, lambda n: {"echo": n}, set()))
+    replier.start()
+    try:
+        with Producer(brokers=[url], token=server.token) as client, ThreadPoolExecutor(8) as pool:
+            for _round in range(3):
+                calls = {n: pool.submit(client.request, "rpc", n, timeout=30, group="svc") for n in range(8)}
+                assert {n: call.result().data for n, call in calls.items()} == {n: {"echo": n} for n in range(8)}
     finally:
         stop.set()
         replier.join(timeout=30)
