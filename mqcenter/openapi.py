@@ -24,6 +24,15 @@ from django.conf import settings
 
 from messages.delivery.validation import MAX_DEDUP_LENGTH, MAX_KEY_LENGTH, NAME_PATTERN
 from mqcenter.openapi_examples import EXAMPLES, LINKS
+from mqcenter.openapi_patterns import (
+    CRON,
+    CRON_TEXT,
+    DATETIME,
+    DATETIME_PATTERN,
+    DATETIME_TEXT,
+    MAX_DATETIME_LENGTH,
+    QUERY_TIME,
+)
 
 MAX_ID = 2**63 - 1
 ID = {"type": "integer", "minimum": 1, "maximum": MAX_ID}
@@ -33,29 +42,8 @@ CONSUMER = {"type": "string", "pattern": r"^[A-Za-z0-9_.:@/\-]{1,200}$"}
 TEXT = r"^[^\x00]*$"
 NONBLANK_TEXT = r"^[^\x00]*[^\x00\s][^\x00]*$"
 LINE = r"^[^\x00\r\n]*$"
-# RFC 3339 as the server reads it: the database's years (2-9998), seconds 00-59.
-DATETIME_PATTERN = (r"^(000[2-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])"
-                    r"-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-5][0-9](\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})$")
-DATETIME = {"type": "string", "format": "date-time", "pattern": DATETIME_PATTERN}
-# Five cron fields (minute hour day month weekday): numbers in each field's range, `*`
-# with a step, short lists. Days stop at 28, so that every expression names a day that exists.
-_CRON_NUMBERS = ("([1-5]?[0-9])", "(1?[0-9]|2[0-3])", "([1-9]|1[0-9]|2[0-8])", "([1-9]|1[0-2])", "[0-6]")
-
-
-def _cron_field(number: str) -> str:
-    item = rf"(\*(/[1-9])?|{number})"
-    return rf"{item}(,{item}){{0,5}}"
-
-
-CRON = "^" + " ".join(_cron_field(n) for n in _CRON_NUMBERS) + "$"
 STATUSES = ["NEW", "RUNNING", "SUCCESS", "FAIL", "TIMEOUT", "EXPIRED", "PREPARED", "CANCELLED"]
 
-# A query's time: empty (no filter) or RFC 3339.
-QUERY_TIME = {"type": "string",
-              "pattern": r"^$|^(000[2-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])"
-                         r"-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,6})?"
-                         r"(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$",
-              "description": "An RFC 3339 date-time (with offset); empty: no filter."}
 # Query parameters of the searches, as MessageFilter.parse reads them.
 FILTER_PARAMETERS: dict[str, dict[str, Any]] = {
     "topic": {"type": "string"},
@@ -124,7 +112,8 @@ def _request_component(schema: dict[str, Any], *, closed: bool) -> None:
 def _strings(prop: dict[str, Any]) -> None:
     """Strings refuse NUL; those the server trims refuse a blank value."""
     if prop.get("format") == "date-time":
-        prop["pattern"] = DATETIME_PATTERN
+        prop.update(pattern=DATETIME_PATTERN, maxLength=MAX_DATETIME_LENGTH)
+        prop.setdefault("description", DATETIME_TEXT)
     if prop.get("type") == "string" and not {"pattern", "format", "enum"} & prop.keys():
         prop["pattern"] = NONBLANK_TEXT if prop.get("minLength", 0) >= 1 else TEXT
     if prop.get("type") == "array" and isinstance(prop.get("items"), dict):
@@ -321,7 +310,7 @@ def _schedules(schemas: dict[str, Any]) -> None:
         _set(schemas, component, "name", pattern=NAME_PATTERN)
         _set(schemas, component, "topic", pattern=NAME_PATTERN)
         _set(schemas, component, "group", pattern=NAME_PATTERN)
-        _set(schemas, component, "cron", pattern=CRON, maxLength=200)
+        _set(schemas, component, "cron", pattern=CRON, maxLength=200, description=CRON_TEXT)
         _set(schemas, component, "timezone", enum=zones)
         _set(schemas, component, "headers", maxProperties=30,
              description="At most 30 headers; names of 1 to 1,024 characters; values of at most 1,024; single lines.",
