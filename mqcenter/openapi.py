@@ -81,11 +81,43 @@ def contract_hook(result: dict[str, Any], generator: Any, request: Any, public: 
                 _parameters(operation)
                 _patch_needs_a_field(method, operation, schemas)
                 _body_required(method, operation)
+    _answers_before_the_view(result.get("paths", {}), generator)
     _links(result.get("paths", {}))
     for name, example in EXAMPLES.items():
         if name in schemas:
             schemas[name]["example"] = example
     return result
+
+
+GUARD = "mqcenter.middleware.ApiGuardMiddleware"
+TOO_LARGE = ("The request body is larger than the broker accepts (MQ_MAX_BODY_BYTES), judged from its "
+             "Content-Length before it is read, whatever the method.")
+TOO_MANY = "Too many requests with this token (MQ_TOKEN_RATE); Retry-After says when to try again."
+
+
+def _answers_before_the_view(paths: dict[str, Any], generator: Any) -> None:
+    """The answers a request can get before its view runs, listed on every operation they
+    apply to, as the configuration says: 413 from ApiGuardMiddleware on the API's paths, 429
+    from the view's throttles (REST_FRAMEWORK's DEFAULT_THROTTLE_CLASSES unless it sets its own)."""
+    from mqcenter.middleware import API_PREFIXES
+
+    views = {(path, method.lower()): getattr(callback, "cls", None)
+             for path, _, method, callback in getattr(generator, "endpoints", None) or ()}
+    for path, item in paths.items():
+        for method, operation in item.items():
+            # Status codes are still the views' (ints, or strings) until spectacular normalises them.
+            responses = {str(code): answer for code, answer in operation.get("responses", {}).items()}
+            if "400" not in responses:  # every door answers 400 with the error body
+                continue
+            added = {}
+            if GUARD in settings.MIDDLEWARE and path.startswith(API_PREFIXES):
+                added["413"] = TOO_LARGE
+            view = views.get((path, method))
+            if view is not None and getattr(view, "throttle_classes", None):
+                added["429"] = TOO_MANY
+            for code, text in added.items():
+                if code not in responses:
+                    operation["responses"][code] = {**copy.deepcopy(responses["400"]), "description": text}
 
 
 def _body_required(method: str, operation: dict[str, Any]) -> None:
