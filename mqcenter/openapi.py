@@ -335,9 +335,9 @@ def _groups(schemas: dict[str, Any]) -> None:
 
 
 def _schedules(schemas: dict[str, Any]) -> None:
-    from zoneinfo import available_timezones
+    from messages.schedules.services import zone_names
 
-    zones = sorted(available_timezones())
+    zones = sorted(zone_names())
     for component in ("ScheduleRequest", "PatchedScheduleRequest"):
         _set(schemas, component, "name", pattern=NAME_PATTERN)
         _set(schemas, component, "topic", pattern=NAME_PATTERN)

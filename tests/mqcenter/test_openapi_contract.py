@@ -127,3 +127,15 @@ def test_every_operation_lists_the_answers_given_before_its_view(doc):
                 assert "429" in responses, (operation["operationId"], "429")
     assert throttled > 50  # the global throttle reaches the views: the check above is not empty
 
+
+def test_a_schedules_time_zone_is_one_the_document_lists(doc, shop_admin_api):
+    from tests.support.api import expect_error
+
+    zones = doc["components"]["schemas"]["ScheduleRequest"]["properties"]["timezone"]["enum"]
+    assert "Asia/Shanghai" in zones and "UTC" in zones
+    body = {"name": "tz", "topic": "orders.tz", "data": {}, "cron": "* * * * *"}
+    for zone in ("posixrules", "right/UTC", "posix/Europe/Paris"):  # files of the zone database, not zone names
+        assert zone not in zones
+        expect_error(shop_admin_api.post("/api/v1/schedules", {**body, "timezone": zone}), 400, "invalid_request",
+                     "timezone")
+    assert shop_admin_api.post("/api/v1/schedules", {**body, "timezone": "Asia/Shanghai"}).status_code == 201
