@@ -24,6 +24,15 @@ from django.conf import settings
 
 from messages.delivery.validation import MAX_DEDUP_LENGTH, MAX_KEY_LENGTH, NAME_PATTERN
 from mqcenter.openapi_examples import EXAMPLES, LINKS
+from mqcenter.openapi_patterns import (
+    CRON,
+    CRON_TEXT,
+    DATETIME,
+    DATETIME_PATTERN,
+    DATETIME_TEXT,
+    MAX_DATETIME_LENGTH,
+    QUERY_TIME,
+)
 
 MAX_ID = 2**63 - 1
 ID = {"type": "integer", "minimum": 1, "maximum": MAX_ID}
@@ -33,29 +42,8 @@ CONSUMER = {"type": "string", "pattern": r"^[A-Za-z0-9_.:@/\-]{1,200}$"}
 TEXT = r"^[^\x00]*$"
 NONBLANK_TEXT = r"^[^\x00]*[^\x00\s][^\x00]*$"
 LINE = r"^[^\x00\r\n]*$"
-# RFC 3339 as the server reads it: the database's years (2-9998), seconds 00-59.
-DATETIME_PATTERN = (r"^(000[2-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])"
-                    r"-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-5][0-9](\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})$")
-DATETIME = {"type": "string", "format": "date-time", "pattern": DATETIME_PATTERN}
-# Five cron fields (minute hour day month weekday): numbers in each field's range, `*`
-# with a step, short lists. Days stop at 28, so that every expression names a day that exists.
-_CRON_NUMBERS = ("([1-5]?[0-9])", "(1?[0-9]|2[0-3])", "([1-9]|1[0-9]|2[0-8])", "([1-9]|1[0-2])", "[0-6]")
-
-
-def _cron_field(number: str) -> str:
-    item = rf"(\*(/[1-9])?|{number})"
-    return rf"{item}(,{item}){{0,5}}"
-
-
-CRON = "^" + " ".join(_cron_field(n) for n in _CRON_NUMBERS) + "$"
 STATUSES = ["NEW", "RUNNING", "SUCCESS", "FAIL", "TIMEOUT", "EXPIRED", "PREPARED", "CANCELLED"]
 
-# A query's time: empty (no filter) or RFC 3339.
-QUERY_TIME = {"type": "string",
-              "pattern": r"^$|^(000[2-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])"
-                         r"-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,6})?"
-                         r"(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$",
-              "description": "An RFC 3339 date-time (with offset); empty: no filter."}
 # Query parameters of the searches, as MessageFilter.parse reads them.
 FILTER_PARAMETERS: dict[str, dict[str, Any]] = {
     "topic": {"type": "string"},
@@ -93,11 +81,43 @@ def contract_hook(result: dict[str, Any], generator: Any, request: Any, public: 
                 _parameters(operation)
                 _patch_needs_a_field(method, operation, schemas)
                 _body_required(method, operation)
+    _answers_before_the_view(result.get("paths", {}), generator)
     _links(result.get("paths", {}))
     for name, example in EXAMPLES.items():
         if name in schemas:
             schemas[name]["example"] = example
     return result
+
+
+GUARD = "mqcenter.middleware.ApiGuardMiddleware"
+TOO_LARGE = ("The request body is larger than the broker accepts (MQ_MAX_BODY_BYTES), judged from its "
+             "Content-Length before it is read, whatever the method.")
+TOO_MANY = "Too many requests with this token (MQ_TOKEN_RATE); Retry-After says when to try again."
+
+
+def _answers_before_the_view(paths: dict[str, Any], generator: Any) -> None:
+    """The answers a request can get before its view runs, listed on every operation they
+    apply to, as the configuration says: 413 from ApiGuardMiddleware on the API's paths, 429
+    from the view's throttles (REST_FRAMEWORK's DEFAULT_THROTTLE_CLASSES unless it sets its own)."""
+    from mqcenter.middleware import API_PREFIXES
+
+    views = {(path, method.lower()): getattr(callback, "cls", None)
+             for path, _, method, callback in getattr(generator, "endpoints", None) or ()}
+    for path, item in paths.items():
+        for method, operation in item.items():
+            # Status codes are still the views' (ints, or strings) until spectacular normalises them.
+            responses = {str(code): answer for code, answer in operation.get("responses", {}).items()}
+            if "400" not in responses:  # every door answers 400 with the error body
+                continue
+            added = {}
+            if GUARD in settings.MIDDLEWARE and path.startswith(API_PREFIXES):
+                added["413"] = TOO_LARGE
+            view = views.get((path, method))
+            if view is not None and getattr(view, "throttle_classes", None):
+                added["429"] = TOO_MANY
+            for code, text in added.items():
+                if code not in responses:
+                    operation["responses"][code] = {**copy.deepcopy(responses["400"]), "description": text}
 
 
 def _body_required(method: str, operation: dict[str, Any]) -> None:
@@ -124,7 +144,8 @@ def _request_component(schema: dict[str, Any], *, closed: bool) -> None:
 def _strings(prop: dict[str, Any]) -> None:
     """Strings refuse NUL; those the server trims refuse a blank value."""
     if prop.get("format") == "date-time":
-        prop["pattern"] = DATETIME_PATTERN
+        prop.update(pattern=DATETIME_PATTERN, maxLength=MAX_DATETIME_LENGTH)
+        prop.setdefault("description", DATETIME_TEXT)
     if prop.get("type") == "string" and not {"pattern", "format", "enum"} & prop.keys():
         prop["pattern"] = NONBLANK_TEXT if prop.get("minLength", 0) >= 1 else TEXT
     if prop.get("type") == "array" and isinstance(prop.get("items"), dict):
@@ -314,14 +335,14 @@ def _groups(schemas: dict[str, Any]) -> None:
 
 
 def _schedules(schemas: dict[str, Any]) -> None:
-    from zoneinfo import available_timezones
+    from messages.schedules.services import zone_names
 
-    zones = sorted(available_timezones())
+    zones = sorted(zone_names())
     for component in ("ScheduleRequest", "PatchedScheduleRequest"):
         _set(schemas, component, "name", pattern=NAME_PATTERN)
         _set(schemas, component, "topic", pattern=NAME_PATTERN)
         _set(schemas, component, "group", pattern=NAME_PATTERN)
-        _set(schemas, component, "cron", pattern=CRON, maxLength=200)
+        _set(schemas, component, "cron", pattern=CRON, maxLength=200, description=CRON_TEXT)
         _set(schemas, component, "timezone", enum=zones)
         _set(schemas, component, "headers", maxProperties=30,
              description="At most 30 headers; names of 1 to 1,024 characters; values of at most 1,024; single lines.",

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
 from django.utils.dateparse import parse_datetime
+
+# An offset's minutes past 59: Python's parser refuses them, Django's fallback reads "+08:75"
+# as +09:15. No ISO 8601 offset has them, and the OpenAPI document's pattern refuses them.
+_OFFSET_MINUTES_PAST_59 = re.compile(r"[+-][0-9]{2}:?[6-9][0-9]\Z")
 
 
 def parse_iso_datetime(value: Any) -> datetime | None:
     """An ISO 8601 datetime, or None for anything else, including well-formed but impossible
     values (minute 99, month 13) on which Django's parser raises instead, and times at the
     edges of the calendar whose offset puts them outside it in UTC (year 1 or 9999)."""
-    if not isinstance(value, str) or len(value) > 64:
+    if not isinstance(value, str) or len(value) > 64 or _OFFSET_MINUTES_PAST_59.search(value):
         return None
     try:
         parsed = parse_datetime(value)

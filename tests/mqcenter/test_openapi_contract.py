@@ -5,6 +5,7 @@ the whole of it against a running broker."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -95,3 +96,46 @@ def test_urls_follow_the_operators_allow_lists(doc):
     check_url = allowed["ProduceRequestRequest"]["properties"]["transaction"]["properties"]["check_url"]
     assert check_url["pattern"] == r"^(http://app\.example\.com(:80)?|https://app\.example\.com(:443)?)(/[\x21-\x7e]*)?$"
     assert allowed["WebhookRequest"]["properties"]["url"]["pattern"] == r"^(https?://hooks\.example\.com:8443)(/[\x21-\x7e]*)?$"
+
+
+def _view_of(path: str) -> Any:
+    """The view class Django routes an operation's path to (its parameters given sample values)."""
+    from django.urls import resolve
+
+    sample = re.sub(r"\{[a-z_]*id\}", "1", path)
+    return resolve(re.sub(r"\{[a-z_]+\}", "x", sample)).func.cls
+
+
+def test_every_operation_lists_the_answers_given_before_its_view(doc):
+    """413 wherever ApiGuardMiddleware refuses a too-large body (every API path, whatever the
+    method), 429 wherever the view throttles: as the configuration says, operation by operation."""
+    from django.conf import settings
+
+    from mqcenter.middleware import API_PREFIXES, ApiGuardMiddleware
+
+    guarded = f"{ApiGuardMiddleware.__module__}.{ApiGuardMiddleware.__name__}" in settings.MIDDLEWARE
+    assert guarded and settings.REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"]
+    throttled = 0
+    for path, item in doc["paths"].items():
+        for method, operation in item.items():
+            responses = operation["responses"]
+            if guarded and path.startswith(API_PREFIXES):
+                assert "413" in responses, (operation["operationId"], "413")
+                assert responses["413"]["content"] == responses["400"]["content"]  # the API.md error body
+            if _view_of(path).throttle_classes:
+                throttled += 1
+                assert "429" in responses, (operation["operationId"], "429")
+    assert throttled > 50  # the global throttle reaches the views: the check above is not empty
+
+
+def test_a_schedules_time_zone_is_one_the_document_lists(doc, shop_admin_api):
+    from tests.support.api import expect_error
+
+    zones = doc["components"]["schemas"]["ScheduleRequest"]["properties"]["timezone"]["enum"]
+    assert "Asia/Shanghai" in zones and "UTC" in zones
+    body = {"name": "tz", "topic": "orders.tz", "data": {}, "cron": "* * * * *"}
+    for zone in ("posixrules", "right/UTC", "posix/Europe/Paris"):  # files of the zone database, not zone names
+        assert zone not in zones
+        expect_error(shop_admin_api.post("/api/v1/schedules", {**body, "timezone": zone}), 400, "invalid_request",
+                     "timezone")
+    assert shop_admin_api.post("/api/v1/schedules", {**body, "timezone": "Asia/Shanghai"}).status_code == 201

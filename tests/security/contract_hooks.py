@@ -7,6 +7,8 @@ invalid stays invalid:
 - an expiry (`expires_at`, `ttl_seconds`) must end after the message comes due, a group's
   `start` must not be in the future: generated times are moved into the accepted window;
 - a subscription filter's `expression` parses: generated ones become `tag = 'created'`;
+- a schedule's `cron` the document's pattern allows (croniter's syntax, a superset) but the
+  server refuses (a field out of its range, a day that does not exist) becomes `*/15 * * * *`;
 - a search `cursor` is one the API returned: generated ones are dropped; a topic's `biz`
   names a business line that exists: generated names become null (none); header names are
   not empty, single lines of at most 128 characters (OpenAPI 3.0 cannot constrain names); a
@@ -16,10 +18,14 @@ invalid stays invalid:
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
 import schemathesis
+
+from messages.schedules.cron import cron_problem
+from mqcenter.openapi_patterns import CRON
 
 MAX_WAIT_SECONDS = 0.2
 PAST = "2000-01-01T00:00:00Z"
@@ -78,6 +84,10 @@ def before_call(context: Any, case: Any, kwargs: Any = None) -> None:
     if path.startswith("/api/v1/schedules") and isinstance(body.get("headers"), dict):
         for name in [n for n in body["headers"] if not n or len(n) > 1024 or "\n" in n]:
             del body["headers"][name]  # names: single lines of 1-1,024 characters (OpenAPI 3.0 cannot say it)
+    cron = body.get("cron")
+    if (path.startswith("/api/v1/schedules") and isinstance(cron, str) and len(cron) <= 200
+            and re.search(CRON, cron) and cron_problem(cron)):
+        body["cron"] = "*/15 * * * *"  # the syntax is right, a range or the calendar is not
     spec = body.get("filter")
     if path.startswith("/api/v1/topics/") and isinstance(spec, dict) and isinstance(spec.get("expression"), str):
         spec["expression"] = "tag = 'created'"  # one that parses (the grammar is not JSON Schema's)
