@@ -78,8 +78,9 @@ say "types"
 .venv/bin/mypy
 
 # The HA lane: a fresh three-node Galera cluster (scripts/galera.sh, data in /var/tmp),
-# HAProxy on 4300 sending every connection to one writer; the delivery core on it, then the
-# tests that kill nodes under load and race claims on two nodes. Stopped and deleted after.
+# HAProxy on 4300 sending every connection to one writer; every in-process test of the
+# messages, topics, registry, mqcenter and security suites on it, then the tests that kill
+# nodes under load and race claims on two nodes. Stopped and deleted after.
 ha_lane() {
   say "HA lane: MariaDB Galera (3 nodes) behind HAProxy"
   local started=$SECONDS
@@ -90,13 +91,7 @@ ha_lane() {
   local url; url=$(./scripts/galera.sh url)
   DATABASE_URL="$url/mqcenter" MQ_TEST_DB_NAME="${MQ_TEST_DB_NAME:-test_mqcenter}_galera" \
     .venv/bin/python -m pytest -n 2 -m "not e2e and not browser and not spark" \
-    tests/messages/delivery/test_produce.py tests/messages/delivery/test_consume.py \
-    tests/messages/delivery/test_claim_plan.py tests/messages/delivery/test_concurrency.py \
-    tests/messages/delivery/test_pull_answer.py tests/messages/delivery/test_row_pull.py \
-    tests/messages/delivery/test_priority.py tests/messages/delivery/test_expiry.py \
-  tests/messages/delivery/test_fair_keys.py \
-    tests/messages/delivery/test_snooze.py tests/messages/delivery/test_backpressure.py \
-    tests/messages/test_cancel.py tests/messages/transactions/test_transactions.py "$@"
+    tests/messages tests/topics tests/registry tests/mqcenter tests/security "$@"
   # One at a time: these kill nodes, which the other tests would see.
   DATABASE_URL="$url/mqcenter" MQ_TEST_DB_NAME="${MQ_TEST_DB_NAME:-test_mqcenter}_galera" MQ_GALERA_LANE=1 \
     .venv/bin/python -m pytest -rP tests/ha "$@"
