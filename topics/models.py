@@ -81,7 +81,7 @@ class Topic(models.Model):
     timeout_seconds = models.PositiveIntegerField(default=60)
     retention_days = models.PositiveIntegerField(default=7)
     alarm_emails = models.JSONField(default=list, blank=True)
-    # [{"url", "format"}], checked by topics/webhooks.py against MQ_ALARM_WEBHOOK_HOSTS.
+    # [{"url", "format", "secret"}], checked by topics/webhooks.py against MQ_ALARM_WEBHOOK_HOSTS.
     alarm_webhooks = models.JSONField(default=list, blank=True)
     backlog_alarm_threshold = models.PositiveIntegerField(null=True, blank=True)
     # Backpressure: a produce that would leave any group with more NEW messages is refused
