@@ -86,3 +86,16 @@ def test_without_a_read_database_everything_reads_the_writer(clients: Any, faile
     with queries("read") as on_read:
         assert clients["viewer"].get("/messages/").status_code == 200
     assert on_read.captured_queries == []
+
+
+def test_the_spark_reports_read_the_read_database(read_database: None, monkeypatch: Any, settings: Any) -> None:
+    from reports.services import report_source
+
+    settings.MQ_REPORT_JDBC_URL = ""
+    name = connections["read"].settings_dict["NAME"]
+    monkeypatch.setitem(connections["read"].settings_dict, "HOST", "node2.example")
+    monkeypatch.setitem(connections["read"].settings_dict, "PORT", 4307)
+    assert report_source().url == f"jdbc:mariadb://node2.example:4307/{name}"
+
+    settings.MQ_READ_DATABASE = "default"
+    assert "node2.example" not in report_source().url
