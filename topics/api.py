@@ -74,7 +74,8 @@ class TopicSerializer(serializers.Serializer):
         choices=CheckGiveUp.values, required=False,
         help_text="What the check-back does with a transaction nobody resolved within MQ_TRANSACTION_GIVE_UP_SECONDS.",
     )
-    groups = GroupSerializer(many=True, required=False, max_length=100)
+    groups = GroupSerializer(many=True, required=False, max_length=100,
+                             help_text="The topic's groups, each group name at most once.")
 
     def validate_groups(self, groups: list[dict[str, str]]) -> list[dict[str, str]]:
         # A PATCH validates partially, nested items too: a group without its name gets here.

@@ -12,7 +12,8 @@ invalid stays invalid:
 - a search `cursor` is one the API returned: generated ones are dropped; a topic's `biz`
   names a business line that exists: generated names become null (none); header names are
   not empty, single lines of at most 128 characters (OpenAPI 3.0 cannot constrain names); a
-  topic lists each webhook URL once (JSON Schema's uniqueness is of whole items);
+  topic lists each webhook URL and each group name once (JSON Schema's uniqueness is of
+  whole items);
 - long-polls are cut to MAX_WAIT_SECONDS, so the run stays minutes long.
 """
 
@@ -96,6 +97,11 @@ def before_call(context: Any, case: Any, kwargs: Any = None) -> None:
         seen: set[Any] = set()
         body["alarm_webhooks"] = [h for h in hooks if not isinstance(h, dict) or not isinstance(h.get("url"), str)
                                   or not (h["url"] in seen or seen.add(h["url"]))]
+    groups = body.get("groups")
+    if path.startswith("/api/v1/topics") and isinstance(groups, list):  # each group name once
+        names: set[Any] = set()
+        body["groups"] = [g for g in groups if not isinstance(g, dict) or not isinstance(g.get("group"), str)
+                          or not (g["group"] in names or names.add(g["group"]))]
     if path in ("/api/v1/topics", "/api/v1/topics/{topic}") and isinstance(body.get("biz"), str):
         body["biz"] = None  # generated names name no business line; null is "none"
     wait = body.get("wait_seconds")
