@@ -123,6 +123,6 @@ DATABASE_URL=postgres://root@127.0.0.1:5432/mqcenter .venv/bin/python -m pytest 
   tests/messages/delivery/test_backpressure.py tests/messages/delivery/test_snooze.py \
   tests/messages/stats/test_flush.py tests/messages/archive/test_cleanup.py \
   tests/messages/routing tests/messages/test_overflow.py tests/messages/batches \
-  tests/messages/test_dedup_window.py tests/messages/test_request_reply.py
+  tests/messages/delivery/test_dedup_window.py tests/messages/test_request_reply.py
 
 ha_lane
