@@ -48,6 +48,17 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def _first_of_each(body: dict[str, Any], field: str, name: str) -> None:
+    """Keep the first item of `body[field]` for each value of its `name` (JSON Schema's
+    uniqueness is of whole items); items without a string `name` stay for the server to judge."""
+    items = body.get(field)
+    if not isinstance(items, list):
+        return
+    seen: set[str] = set()
+    body[field] = [i for i in items if not isinstance(i, dict) or not isinstance(i.get(name), str)
+                   or not (i[name] in seen or seen.add(i[name]))]
+
+
 def _produce_item(item: Any) -> None:
     if not isinstance(item, dict):
         return
@@ -92,16 +103,9 @@ def before_call(context: Any, case: Any, kwargs: Any = None) -> None:
     spec = body.get("filter")
     if path.startswith("/api/v1/topics/") and isinstance(spec, dict) and isinstance(spec.get("expression"), str):
         spec["expression"] = "tag = 'created'"  # one that parses (the grammar is not JSON Schema's)
-    hooks = body.get("alarm_webhooks")
-    if path.startswith("/api/v1/topics") and isinstance(hooks, list):  # each URL once
-        seen: set[Any] = set()
-        body["alarm_webhooks"] = [h for h in hooks if not isinstance(h, dict) or not isinstance(h.get("url"), str)
-                                  or not (h["url"] in seen or seen.add(h["url"]))]
-    groups = body.get("groups")
-    if path.startswith("/api/v1/topics") and isinstance(groups, list):  # each group name once
-        names: set[Any] = set()
-        body["groups"] = [g for g in groups if not isinstance(g, dict) or not isinstance(g.get("group"), str)
-                          or not (g["group"] in names or names.add(g["group"]))]
+    if path.startswith("/api/v1/topics"):  # each webhook URL once, each group name once
+        _first_of_each(body, "alarm_webhooks", "url")
+        _first_of_each(body, "groups", "group")
     if path in ("/api/v1/topics", "/api/v1/topics/{topic}") and isinstance(body.get("biz"), str):
         body["biz"] = None  # generated names name no business line; null is "none"
     wait = body.get("wait_seconds")
