@@ -18,10 +18,9 @@ from django.db import connection, transaction
 from messages.batches.models import Batch
 from messages.delivery.sql_insert import NewMessage, insert_values
 from messages.models import Message, Status
-from messages.routing.filters import copies_for, skipped_record, subscriptions_read
+from messages.routing.filters import copies_for, skipped_record, subscriptions_locked
 from registry.wakeups import wakeup_hub
 from topics.cache import topic_cache
-from topics.locks import lock_topic
 
 logger = logging.getLogger(__name__)
 
@@ -72,9 +71,8 @@ def _callback(batch: Batch, data: dict[str, Any], now: datetime) -> tuple[int | 
     if topic is None:
         logger.warning("batch %s completed; its callback topic %s is gone", batch.id, batch.callback_topic)
         return None, f"callback topic {batch.callback_topic} does not exist"
-    lock_topic(topic.pk, share=True)
     skipped: Counter[int] = Counter()
-    subscriptions = subscriptions_read(topic.pk)
+    subscriptions = subscriptions_locked(topic.pk)
     groups = copies_for(subscriptions, CALLBACK_TAG, {}, skipped) if subscriptions else [DEFAULT_GROUP]
     text = json.dumps(data, separators=(",", ":"))
     publish_id = secrets.randbits(63)

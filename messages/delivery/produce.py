@@ -20,7 +20,7 @@ from messages.delivery.dedup import dedup_refuse, dedup_windows_passed
 from messages.delivery.sql_insert import NewMessage, insert_statements, insert_values
 from messages.models import DEFAULT_PRIORITY, Message, Status
 from messages.overflow import backlog_make_room
-from messages.routing.filters import Subscription, copies_for, skipped_record, subscriptions_read
+from messages.routing.filters import Subscription, copies_for, skipped_record, subscriptions_locked
 from messages.stats.live import live_moved
 from mqcenter.core import metrics
 from mqcenter.core.auth import Principal
@@ -28,7 +28,6 @@ from mqcenter.core.db import retry_on_lock_conflict
 from mqcenter.core.errors import Forbidden, InvalidRequest
 from registry.wakeups import wakeup_hub
 from topics.cache import topic_cache
-from topics.locks import lock_topic
 from topics.models import Topic
 from topics.services import DEFAULT_GROUP, groups_address, topics_for_produce
 
@@ -182,8 +181,7 @@ def _subscriptions(topic: Topic) -> list[Subscription]:
     """The groups a publish to `topic` is copied to, with their filters, read under the
     topic's shared lock. A topic nobody subscribed to keeps its messages in `default`, which
     that does not subscribe: once a group subscribes, publishes go to the subscribers only."""
-    lock_topic(topic.pk, share=True)
-    return subscriptions_read(topic.pk) or _NO_SUBSCRIBER
+    return subscriptions_locked(topic.pk) or _NO_SUBSCRIBER
 
 
 def _store(

@@ -2,7 +2,7 @@
 
 A group's filter is `{"tags": [...]}` (the message's tag is one of them) or
 `{"expression": "..."}` (messages/routing/expression.py). A publish reads its topic's
-subscriptions under the topic's shared lock (`subscriptions_read`) and copies each message
+subscriptions under the topic's shared lock (`subscriptions_locked`) and copies each message
 only to the groups whose filter matches (`copies_for`); what a filter kept from its group is
 counted in the publish's transaction (`skipped_record`). Setting a filter takes the topic's
 exclusive lock, so every publish sees either the old filter or the new one whole.
@@ -23,6 +23,7 @@ from django.db import connection
 
 from messages.routing.expression import ExpressionError, compile_expression
 from mqcenter.core.errors import InvalidRequest
+from topics.locks import lock_topic
 
 TAG_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}\Z")
 MAX_FILTER_TAGS = 100
@@ -86,6 +87,29 @@ class Subscription:
     id: int | None
     name: str
     matches: Matcher | None  # None: every publish
+
+
+# Per topic id, the subscriptions this process last read and the topic's
+# `subscriptions_version` then: a cache the count validates on every use.
+_read_at: dict[int, tuple[int, list[Subscription]]] = {}
+_READ_AT_MAX = 10_000  # topics; past it, forgotten at once and read again
+
+
+def subscriptions_locked(topic_pk: int) -> list[Subscription]:
+    """Lock the topic shared (`lock_topic`) and answer its subscriptions. The lock answers
+    the topic's `subscriptions_version`, which every change of its groups' subscriptions
+    or filters moves under the exclusive lock; at the count of this process's last read,
+    that read is still the topic's, and a publish costs one statement here, not two."""
+    version = lock_topic(topic_pk, share=True)
+    seen = _read_at.get(topic_pk)
+    if seen is not None and version is not None and seen[0] == version:
+        return seen[1]
+    subscriptions = subscriptions_read(topic_pk)
+    if version is not None:
+        if len(_read_at) >= _READ_AT_MAX:
+            _read_at.clear()
+        _read_at[topic_pk] = (version, subscriptions)
+    return subscriptions
 
 
 def subscriptions_read(topic_pk: int) -> list[Subscription]:

@@ -25,8 +25,7 @@ from datetime import datetime
 from messages.delivery.sql_insert import NewMessage, insert_values
 from messages.models import Message, MessageTrace, Status
 from messages.operations.replay import COMMIT_COPY_OF
-from messages.routing.filters import Subscription, copies_for, subscriptions_read
-from topics.locks import lock_topic
+from messages.routing.filters import Subscription, copies_for, subscriptions_locked
 from topics.models import Topic
 from topics.services import DEFAULT_GROUP
 
@@ -45,8 +44,7 @@ def commit_settle(messages: list[Message], now: datetime) -> tuple[list[Message]
     topics = {t.name: t for t in Topic.objects.filter(name__in={topic for topic, _ in publishes})}
     subscriptions: dict[str, list[Subscription]] = {}
     for name in sorted(topics):  # sorted: one lock order, as a produce
-        lock_topic(topics[name].pk, share=True)
-        subscriptions[name] = subscriptions_read(topics[name].pk)
+        subscriptions[name] = subscriptions_locked(topics[name].pk)
     dropped: list[int] = []
     fresh: list[NewMessage] = []
     for (topic, _publish_id), copies in publishes.items():
