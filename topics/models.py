@@ -62,16 +62,16 @@ def default_retry_count() -> int:
     return settings.MQ_DEFAULT_RETRY_COUNT
 
 
-def version_start() -> int:
-    """Where a topic's `subscriptions_version` starts: anywhere, so that a topic re-created
-    under an id used before (a table emptied with its counter reset) cannot meet the count a
-    process saw for the old one."""
+def subscriptions_version_new() -> int:
+    """A topic's next `subscriptions_version`: random rather than one more, so that neither
+    the count of a change that was rolled back (a transaction may have read it) nor the count
+    of a topic re-created under an id used before comes back to match what a process saw."""
     return secrets.randbits(62)
 
 
 class BumpedOnly(models.PositiveBigIntegerField):
-    """A counter only its own UPDATE statements change: a model's save() leaves the stored
-    value as it is, so an instance read before a bump cannot write the old count back."""
+    """A value only its own UPDATE statements change: a model's save() leaves the stored
+    value as it is, so an instance read before a change cannot write the old value back."""
 
     def pre_save(self, model_instance: models.Model, add: bool) -> object:
         return super().pre_save(model_instance, add) if add else models.F(self.attname)
@@ -116,10 +116,10 @@ class Topic(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     # Set when the topic is deleted: its purge job removes everything of it, then the row.
     deleting_at = models.DateTimeField(null=True, blank=True)
-    # Counts the holders of the topic's exclusive lock, the only ones who may change which
-    # groups subscribe and their filters (topics/locks.py): a publish reading the same count
-    # under its shared lock may use the subscriptions it read at that count.
-    subscriptions_version = BumpedOnly(default=version_start, db_default=0, editable=False)
+    # Changed by every holder of the topic's exclusive lock, the only ones who may change
+    # which groups subscribe and their filters (topics/locks.py): a publish reading the
+    # value it read them at, under its shared lock, may use the subscriptions it read then.
+    subscriptions_version = BumpedOnly(default=subscriptions_version_new, db_default=0, editable=False)
 
     objects = LiveTopics()
     all_objects = models.Manager()  # noqa: DJ012 - the second manager; also topics being deleted

@@ -90,16 +90,16 @@ class Subscription:
 
 
 # Per topic id, the subscriptions this process last read and the topic's
-# `subscriptions_version` then: a cache the count validates on every use.
+# `subscriptions_version` then: a cache the version validates on every use.
 _read_at: dict[int, tuple[int, list[Subscription]]] = {}
 _READ_AT_MAX = 10_000  # topics; past it, forgotten at once and read again
 
 
 def subscriptions_locked(topic_pk: int) -> list[Subscription]:
     """Lock the topic shared (`lock_topic`) and answer its subscriptions. The lock answers
-    the topic's `subscriptions_version`, which every change of its groups' subscriptions
-    or filters moves under the exclusive lock; at the count of this process's last read,
-    that read is still the topic's, and a publish costs one statement here, not two."""
+    the topic's `subscriptions_version`, which every change of its groups' subscriptions or
+    filters replaces under the exclusive lock; at the value of this process's last read, that
+    read is still the topic's, and a publish costs one statement here, not two."""
     version = lock_topic(topic_pk, share=True)
     seen = _read_at.get(topic_pk)
     if seen is not None and version is not None and seen[0] == version:

@@ -15,7 +15,7 @@ class Migration(migrations.Migration):
             model_name="topic",
             name="subscriptions_version",
             field=topics.models.BumpedOnly(
-                db_default=0, default=topics.models.version_start, editable=False
+                db_default=0, default=topics.models.subscriptions_version_new, editable=False
             ),
         ),
     ]
