@@ -48,7 +48,7 @@ class NewMessage(NamedTuple):
 
 INSERT_CHUNK = 500
 # On PostgreSQL, the column types whose Python values (as the callers build them: str,
-# int, aware datetime, None) need no conversion by Django before psycopg adapts them.
+# int, bool, aware datetime, None) go into an array literal as they are (`_pg_array`).
 _PG_AS_IS = frozenset({"CharField", "TextField", "IntegerField", "BigIntegerField", "SmallIntegerField",
                        "PositiveIntegerField", "PositiveSmallIntegerField", "PositiveBigIntegerField",
                        "BooleanField", "DateTimeField"})
@@ -61,8 +61,6 @@ def _adapter(field: Field[Any, Any]) -> Callable[[Any], Any]:
     enough to do directly, and a batch's rows share their timestamps, so each distinct one
     is converted once. Other backends keep Django's (their JSON adapters differ).
     """
-    if connection.vendor == "postgresql" and field.get_internal_type() in _PG_AS_IS:
-        return lambda value: value  # psycopg adapts these Python values itself
     if not is_mysql():
         return lambda value: field.get_db_prep_save(value, connection)
     if isinstance(field, DateTimeField):
@@ -76,6 +74,15 @@ def _adapter(field: Field[Any, Any]) -> Callable[[Any], Any]:
         return adapt_datetime
     if isinstance(field, JSONField):
         return lambda value: None if value is None else json.dumps(value)
+    return lambda value: value
+
+
+def _pg_adapter(field: Field[Any, Any]) -> Callable[[Any], Any]:
+    """On PostgreSQL, a column's values as `_pg_array` writes them: JSON as its text, the
+    plain types of `_PG_AS_IS` as they are."""
+    if isinstance(field, JSONField):
+        encoder = field.encoder
+        return lambda value: None if value is None else json.dumps(value, cls=encoder)
     return lambda value: value
 
 
@@ -99,7 +106,10 @@ def insert_values(model: type[Model], rows: Sequence[NamedTuple], *, return_ids:
         return []
     by_name = {f.attname: f for f in model._meta.concrete_fields}
     fields = [by_name[name] for name in type(rows[0])._fields]
-    adapters = [_adapter(f) for f in fields]
+    # PostgreSQL: a column of the plain types goes as one array literal (`_pg_array`).
+    pg_arrays = connection.vendor == "postgresql" and all(
+        f.get_internal_type() in _PG_AS_IS or isinstance(f, JSONField) for f in fields)
+    adapters = [_pg_adapter(f) if pg_arrays else _adapter(f) for f in fields]
     quote = connection.ops.quote_name
     columns = ", ".join(quote(f.column) for f in fields)
     row_marks = "(" + ", ".join(["%s"] * len(fields)) + ")"
@@ -120,13 +130,13 @@ def insert_values(model: type[Model], rows: Sequence[NamedTuple], *, return_ids:
                 else:
                     cursor.execute(statement)
                 continue
-            if connection.vendor == "postgresql" and not one_by_one:
-                # A parameter per column (an array of its values), not per value: psycopg
-                # parses a statement of 2,500 placeholders on every call, and PostgreSQL
-                # plans it, at several times the cost of the insert. Rows come back from
-                # RETURNING in UNNEST's order, as Django's own bulk_create relies on.
+            if pg_arrays and not one_by_one:
+                # A parameter per column (an array literal of its values), not per value:
+                # psycopg parses a statement of 2,500 placeholders on every call, and quotes
+                # a list's elements one by one in Python. Rows come back from RETURNING in
+                # UNNEST's order, as Django's own bulk_create relies on.
                 text = f"INSERT INTO {table} ({columns}) SELECT * FROM UNNEST({casts})"  # noqa: S608 - names from the model
-                params = [[adapt(value) for value in values]
+                params = [_pg_array([adapt(value) for value in values])
                           for values, adapt in zip(zip(*chunk, strict=True), adapters, strict=True)]
             else:
                 params = [adapt(value) for row in chunk for adapt, value in zip(adapters, row, strict=True)]
@@ -140,6 +150,20 @@ def insert_values(model: type[Model], rows: Sequence[NamedTuple], *, return_ids:
             else:
                 cursor.execute(text, params)
     return ids
+
+
+def _pg_array(values: list[Any]) -> str:
+    """A PostgreSQL array literal of plain values (text, numbers, booleans, datetimes, None),
+    which the statement casts to its column's array type: one string for psycopg to quote,
+    each element double-quoted with its backslashes and double quotes escaped."""
+    parts = []
+    for value in values:
+        if value is None:
+            parts.append("NULL")
+            continue
+        text = value.isoformat() if isinstance(value, datetime) else str(value)
+        parts.append('"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"')
+    return "{" + ",".join(parts) + "}"
 
 
 def _mysql_rows(rows: Sequence[Sequence[Any]], adapters: list[Callable[[Any], Any]]) -> bytes:

@@ -52,6 +52,20 @@ def test_it_accepts_a_batch_of_1000_in_order(producer_api):
     assert [m.data for m in Message.objects.filter(id__in=ids).order_by("id")] == [str(i) for i in range(1000)]
 
 
+def test_a_batch_keeps_quotes_backslashes_braces_and_the_word_null_as_sent(producer_api):
+    """On PostgreSQL each column is one array literal: what its syntax treats specially stays data."""
+    tricky = 'a"b\\c,{d}} e\n"NULL" é ✓'
+    key = tricky.replace("\n", " ")  # a key or header holds no line break
+    items = [{"topic": "orders", "data": {"s": tricky, "n": i}, "key": "NULL" if i else key,
+              "headers": {"h": key, "q": '"'}} for i in range(3)]
+    entries = produce(producer_api, *items)
+    rows = {m.id: m for m in Message.objects.filter(id__in=[e["id"] for e in entries])}
+    for i, entry in enumerate(entries):
+        row = rows[entry["id"]]
+        assert row.data == data_text({"s": tricky, "n": i})
+        assert row.key == ("NULL" if i else key) and row.headers == {"h": key, "q": '"'}
+
+
 def test_a_batch_whose_rows_differ_in_every_column_stores_each_row_as_sent(producer_api):
     """A batch goes to the database column by column (one escaped list per column on MariaDB,
     one array per column on PostgreSQL): each answered id's row holds its own values, a
