@@ -2,8 +2,9 @@
 
 Each TREE is a checkout of MQ Center with a `.venv` (for an older commit: `git worktree add
 /tmp/old <commit>`, `ln -s $PWD/.venv /tmp/old/.venv`, `mkdir /tmp/old/var`). Each round
-runs the figures once per tree, in turn, on a broker started from that tree's code, so a
-shared machine's drift falls on every tree alike; a change's effect is the ratio of the
+runs the figures once per tree, in turn, on a broker started from that tree's code, the
+trees' order reversed every other round (`round_order`), so a shared machine's drift and a
+run's place in its round fall on every tree alike; a change's effect is the ratio of the
 medians, which a full run cannot isolate (a machine differs from one day to the next far
 more than a change moves the figure). The figures (`--figures`, all by default):
 
@@ -96,6 +97,13 @@ def run(tree: Path, script: str, env: dict[str, str]) -> dict[str, object]:
     return json.loads(lines[-1].removeprefix("RESULT "))  # type: ignore[no-any-return]
 
 
+def round_order(trees: list[Path], round_: int) -> list[Path]:
+    """The trees in the order round `round_` (from 0) runs them: as given, then reversed, in
+    turn. A sitting's drift favours the tree that runs first in every round (this machine's
+    idle latency climbs through a sitting: bench/results/ab_issue40.md)."""
+    return list(trees) if round_ % 2 == 0 else list(reversed(trees))
+
+
 def main(argv: list[str] | None = None) -> dict[str, dict[str, list[float]]]:
     parser = argparse.ArgumentParser(prog="python -m bench.ab")
     parser.add_argument("trees", nargs="+", type=Path)
@@ -124,7 +132,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, list[float]]]:
     script = BURST.format(waiters=args.waiters) + RUN.format(
         wanted=timed, produce=args.produce, messages=args.messages, samples=args.samples)
     for round_ in range(args.rounds if timed else 0):
-        for tree in args.trees:
+        for tree in round_order(args.trees, round_):
             result = run(tree.resolve(), script, env)
             print(json.dumps({"round": round_ + 1, "tree": str(tree), **result}), flush=True)
             for name, value in result.items():

@@ -39,3 +39,13 @@ def test_a_tree_whose_drain_fails_is_named_with_its_error(tmp_path: Path) -> Non
     with pytest.raises(RuntimeError, match=f"the run in {tmp_path} failed") as failed:
         ab.run(tmp_path, "import bench", {})
     assert "No module named 'bench'" in str(failed.value)
+
+
+def test_every_other_round_runs_the_trees_in_reverse() -> None:
+    trees = [Path("/tmp/a"), Path("/tmp/b"), Path("/tmp/c")]
+
+    orders = [ab.round_order(trees, round_) for round_ in range(4)]
+
+    assert orders == [trees, trees[::-1], trees, trees[::-1]]
+    # over two rounds each tree runs in every place of a round of two trees
+    assert [ab.round_order(trees[:2], r)[0] for r in range(2)] == trees[:2]
