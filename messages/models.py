@@ -84,7 +84,10 @@ class Message(models.Model):
             models.Index(fields=["topic", "group_name", "status", "-priority", "effect_time"], name="ix_msg_priority"),
             # serial claims and backlog ordering: the lowest id of a group in a status.
             models.Index(fields=["topic", "group_name", "status", "id"], name="ix_msg_order"),
-            # sharded claims (head of a key) and key search with or without a topic.
+            # sharded claims (head of a key) and key search with or without a topic. On
+            # MySQL/MariaDB it holds the generated `key_status` in place of `status` (migration
+            # 0011: the status of a message with a key, NULL without one), so the claim and the
+            # ack of a message without a key leave its entry alone.
             models.Index(fields=["key", "topic", "group_name", "status"], name="ix_msg_key"),
             # fair queue claims (claims/fair.py): the next keys with due NEW messages, a
             # loose scan that jumps key to key, and the oldest due rows of each key.
@@ -94,7 +97,9 @@ class Message(models.Model):
             # topic filters in keyset order (console and search without a group).
             models.Index(fields=["topic", "id"], name="ix_msg_topic"),
             # the expiry sweep: NEW rows whose expires_at has passed (NULLs sort first, so
-            # messages without an expiry are outside the range).
+            # messages without an expiry are outside the range). On MySQL/MariaDB it holds the
+            # generated `expiry_status` in place of `status` (migration 0011: NULL for a message
+            # without an expiry, whose claim and ack then leave its entry alone).
             models.Index(fields=["status", "expires_at"], name="ix_msg_expiry"),
             # the stats flush's successes held by their rows: SUCCESS rows in (update_time,
             # id) order after its watermark (messages/stats/row_acks.py).

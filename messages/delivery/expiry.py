@@ -90,11 +90,7 @@ def messages_expire(
     total = 0
     for _ in range(max_batches):
         now = timezone.now()
-        ids = list(
-            Message.objects.filter(status=Status.NEW, expires_at__lte=now)
-            .order_by("expires_at")
-            .values_list("id", flat=True)[:batch]
-        )
+        ids = sql.expired_ids(now, batch)
         if not ids:
             break
         with transaction.atomic():

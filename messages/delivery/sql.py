@@ -10,13 +10,13 @@ from the ORM (PostgreSQL plans it well; SQLite takes no row locks and serializes
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
 from typing import Any, NamedTuple
 
 from django.db import DatabaseError, connection, transaction
-from django.db.models import DateTimeField, JSONField, Max, Min
+from django.db.models import Count, DateTimeField, JSONField, Max, Min
 from django.db.models.base import ModelState
 
 from messages.models import Message, Status
@@ -241,6 +241,42 @@ def group_head(topic: str, group: str, status: str) -> Message | None:
         )
         return rows[0] if rows else None
     return Message.objects.filter(topic=topic, group_name=group, status=status).order_by("id").first()
+
+
+def per_key(topic: str, group: str, keys: Collection[str], status: str, *, head: bool) -> dict[str, int]:
+    """For each of these keys of a group: how many of its messages are in `status`, or with
+    `head` the lowest id among them. Along `ix_msg_key`, which on MySQL/MariaDB holds
+    `key_status` (a keyed message's status) in place of `status` (migration 0011), so the
+    condition is on that column there."""
+    if not keys:
+        return {}
+    if is_mysql():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT msg_key, {'MIN(id)' if head else 'COUNT(*)'} FROM mq_message FORCE INDEX (ix_msg_key) "  # noqa: S608 - fixed text and placeholders
+                f"WHERE msg_key IN ({', '.join(['%s'] * len(keys))}) AND topic = %s AND group_name = %s "
+                "AND key_status = %s GROUP BY msg_key",
+                [*keys, topic, group, status],
+            )
+            return dict(cursor.fetchall())
+    rows = Message.objects.filter(key__in=keys, topic=topic, group_name=group, status=status).values("key")
+    return dict(rows.annotate(n=Min("id") if head else Count("id")).values_list("key", "n"))
+
+
+def expired_ids(now: datetime, limit: int) -> list[int]:
+    """Up to `limit` NEW messages whose expiry has passed, the earliest first, along
+    `ix_msg_expiry`, which on MySQL/MariaDB holds `expiry_status` (the status of a message
+    with an expiry) in place of `status` (migration 0011)."""
+    if is_mysql():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT id FROM mq_message FORCE INDEX (ix_msg_expiry) WHERE expiry_status = %s AND expires_at <= %s "
+                "ORDER BY expires_at LIMIT %s",
+                [Status.NEW, connection.ops.adapt_datetimefield_value(now), limit],
+            )
+            return [row[0] for row in cursor.fetchall()]
+    rows = Message.objects.filter(status=Status.NEW, expires_at__lte=now).order_by("expires_at")
+    return list(rows.values_list("id", flat=True)[:limit])
 
 
 def lease(

@@ -8,8 +8,6 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import datetime
 
-from django.db.models import Count, Min
-
 from messages.delivery import expiry, lifecycle, sql
 from messages.delivery.claims.gate import Claim, gate_open, gate_spend
 from messages.models import Message, Status
@@ -26,7 +24,6 @@ def claim_sharded(
 ) -> Claim:
     """Deliverable messages whose key has a free slot and, one at a time per key, nothing
     earlier waiting."""
-    scope = {"topic": topic, "group_name": group}
     with sql.short_transaction():
         if before is not None:
             before()
@@ -39,14 +36,8 @@ def claim_sharded(
             lambda: sql.claimable_rows(topic, group, now, gate.limit * SHARD_LOOKAHEAD, lock=False), now=now
         )
         keys = {m.key for m in candidates if m.key is not None}
-        running: Counter[str] = Counter(dict(
-            Message.objects.filter(key__in=keys, **scope, status=Status.RUNNING)
-            .values("key").annotate(n=Count("id")).values_list("key", "n")
-        )) if keys else Counter()
-        heads = dict(
-            Message.objects.filter(key__in=keys, **scope, status=Status.NEW)
-            .values("key").annotate(head=Min("id")).values_list("key", "head")
-        ) if keys and per_key == 1 else {}
+        running: Counter[str] = Counter(sql.per_key(topic, group, keys, Status.RUNNING, head=False))
+        heads = sql.per_key(topic, group, keys, Status.NEW, head=True) if per_key == 1 else {}
         chosen: list[Message] = []
         for message in candidates:  # in (effect_time, id) order
             if message.key is not None:
