@@ -8,7 +8,9 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from django.conf import settings
-from django.db.models import Model, Q, QuerySet
+from django.db import connection
+from django.db.models import CharField, Model, Q, QuerySet
+from django.db.models.expressions import RawSQL
 
 from messages.archive.models import MessageArchive
 from messages.models import DEAD_STATUSES, MAX_PRIORITY, Message, Status
@@ -107,6 +109,11 @@ class MessageFilter:
             rows = rows.filter(status__in=self.status)
         if self.key:
             rows = rows.filter(key=self.key)
+            if self.status and model is Message and connection.vendor == "mysql":
+                # `ix_msg_key` holds a keyed message's status as `key_status` (messages
+                # migration 0011): the same condition on it keeps the index's whole prefix.
+                rows = rows.alias(key_status=RawSQL("key_status", (), output_field=CharField())).filter(
+                    key_status__in=self.status)
         if self.tag:
             rows = rows.filter(tag=self.tag)
         if self.priority is not None:

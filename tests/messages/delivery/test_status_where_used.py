@@ -9,10 +9,13 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from messages.delivery import sql
+from messages.filters import MessageFilter
 from messages.models import Message, Status
+from mqcenter.core.auth import Principal
 
 pytestmark = [
     pytest.mark.django_db,
@@ -37,12 +40,20 @@ def generated(ids: list[int]) -> list[tuple[str, str | None, str | None]]:
         return list(cursor.fetchall())
 
 
-def explain(query: str, params: list[object]) -> dict[str, object]:
+def explain(query: str, params: tuple[object, ...] | None = None) -> dict[str, object]:
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN " + query, params)
         columns = [c[0] for c in cursor.description]
         [row] = [dict(zip(columns, r, strict=True)) for r in cursor.fetchall()]
         return row
+
+
+def plan_of(call):  # type: ignore[no-untyped-def]
+    """What `call()` answers and the plan of the one statement it sent, as it was sent."""
+    with CaptureQueriesContext(connection) as sent:
+        answer = call()
+    [statement] = [q["sql"] for q in sent.captured_queries if q["sql"].lstrip().upper().startswith("SELECT")]
+    return answer, explain(statement)
 
 
 def test_the_generated_status_follows_the_status_only_for_messages_with_a_key_or_an_expiry() -> None:
@@ -63,32 +74,39 @@ def test_a_sharded_claim_reads_each_keys_running_count_and_head_past_its_finishe
     running = fill(2, Status.RUNNING, key="a")
     waiting = fill(3, Status.NEW, key="a") + fill(1, Status.NEW, key="b")
 
-    assert sql.per_key("t", "g", ["a", "b", "c"], Status.RUNNING, head=False) == {"a": 2}
-    assert sql.per_key("t", "g", ["a", "b", "c"], Status.NEW, head=True) == {"a": waiting[0], "b": waiting[3]}
-    assert sql.per_key("t", "other", ["a"], Status.NEW, head=True) == {}
-    assert running
-    plan = explain(
-        "SELECT msg_key, MIN(id) FROM mq_message FORCE INDEX (ix_msg_key) WHERE msg_key IN (%s, %s) "
-        "AND topic = %s AND group_name = %s AND key_status = %s GROUP BY msg_key",
-        ["a", "b", "t", "g", Status.NEW],
-    )
+    counts, plan = plan_of(lambda: sql.per_key("t", "g", ["a", "b", "c"], Status.RUNNING, head=False))
+    assert counts == {"a": 2} and len(running) == 2
     assert plan["key"] == "ix_msg_key" and plan["type"] == "range"
-    assert int(plan["rows"]) < 100  # the NEW entries of the two keys, not key a's 2,000 finished ones
+    assert int(plan["rows"]) < 100  # the keys' RUNNING entries, not key a's 2,000 finished ones
+    heads, plan = plan_of(lambda: sql.per_key("t", "g", ["a", "b", "c"], Status.NEW, head=True))
+    assert heads == {"a": waiting[0], "b": waiting[3]}
+    assert plan["key"] == "ix_msg_key" and int(plan["rows"]) < 100
+    assert sql.per_key("t", "other", ["a"], Status.NEW, head=True) == {}
+    assert sql.per_key("t", "g", [], Status.NEW, head=True) == {}
 
 
-def test_the_expiry_sweep_reads_only_new_messages_whose_expiry_passed() -> None:
+def test_the_expiry_sweep_reads_only_new_messages_whose_expiry_passed_earliest_first() -> None:
     fill(2000, Status.SUCCESS, expires_in=timedelta(hours=-1))  # finished before their expiry passed
     fill(2000, Status.NEW)  # no expiry
     fill(5, Status.NEW, expires_in=timedelta(hours=1))  # not yet
-    passed = fill(4, Status.NEW, expires_in=timedelta(minutes=-1))
+    passed = [fill(1, Status.NEW, expires_in=timedelta(minutes=-minutes))[0] for minutes in (1, 4, 2, 3)]
 
-    assert sorted(sql.expired_ids(timezone.now(), 10)) == passed
-    assert len(sql.expired_ids(timezone.now(), 3)) == 3
-    plan = explain(
-        "SELECT id FROM mq_message FORCE INDEX (ix_msg_expiry) WHERE expiry_status = %s AND expires_at <= %s "
-        "ORDER BY expires_at LIMIT 500",
-        [Status.NEW, timezone.now()],
-    )
+    ids, plan = plan_of(lambda: sql.expired_ids(timezone.now(), 10))
+    assert ids == [passed[1], passed[3], passed[2], passed[0]]  # the earliest expiry first
+    assert sql.expired_ids(timezone.now(), 3) == ids[:3]
     assert plan["key"] == "ix_msg_expiry" and plan["type"] == "range"
     assert "filesort" not in str(plan["Extra"]).lower()
     assert int(plan["rows"]) < 100
+
+
+def test_a_search_by_key_and_status_keeps_the_key_index_whole() -> None:
+    fill(2000, Status.SUCCESS, key="a")
+    dead = fill(3, Status.FAIL, key="a")
+    search = MessageFilter(topic="t", group="g", key="a", status=(Status.FAIL,))
+    rows = search.queryset(Principal(name="test", scopes=("admin",), biz_ids=None)).order_by("-id")
+
+    assert list(rows.values_list("id", flat=True)[:10]) == dead[::-1]
+    plan = explain(*rows.values("id")[:10].query.sql_with_params())
+    # along ix_msg_key's whole prefix (alone or intersected with ix_msg_status), never the
+    # key's 2,000 finished rows
+    assert "ix_msg_key" in str(plan["key"]).split(",") and int(plan["rows"]) < 100, plan
