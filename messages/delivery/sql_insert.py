@@ -114,7 +114,7 @@ def insert_values(model: type[Model], rows: Sequence[NamedTuple], *, return_ids:
     columns = ", ".join(quote(f.column) for f in fields)
     row_marks = "(" + ", ".join(["%s"] * len(fields)) + ")"
     # Each column's array cast to its type without length (varchar[], not varchar(200)[]).
-    casts = ", ".join(f"(%s)::{f.db_type(connection).split('(')[0]}[]" for f in fields)
+    casts = ", ".join(f"(%s)::{f.db_type(connection).split('(')[0]}[]" for f in fields) if pg_arrays else ""
     table, pk = quote(model._meta.db_table), quote(model._meta.pk.column)
     one_by_one = return_ids and not connection.features.can_return_rows_from_bulk_insert
     chunk_size = 1 if one_by_one else INSERT_CHUNK

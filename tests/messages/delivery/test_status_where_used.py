@@ -35,8 +35,8 @@ def fill(count: int, status: str, *, key: str | None = None, expires_in: timedel
 
 def generated(ids: list[int]) -> list[tuple[str, str | None, str | None]]:
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT status, key_status, expiry_status FROM mq_message WHERE id IN ({sql._id_list(ids)}) "
-                       "ORDER BY id")
+        cursor.execute("SELECT status, key_status, expiry_status FROM mq_message WHERE id IN "
+                       f"({', '.join(['%s'] * len(ids))}) ORDER BY id", ids)
         return list(cursor.fetchall())
 
 
