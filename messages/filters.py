@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, ClassVar
@@ -19,6 +20,10 @@ from mqcenter.core.dates import parse_iso_datetime
 from mqcenter.core.errors import InvalidRequest
 from topics.models import Topic
 from topics.services import topic_is_deleting
+
+# A query string's number: ASCII digits only (int() would also read " 5", "+5", "1_0" and
+# other scripts' digits, which the OpenAPI document's patterns refuse).
+_DIGITS = re.compile(r"[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -61,17 +66,16 @@ class MessageFilter:
                 raise InvalidRequest(f"Unknown status {bad[0]!r}.", details={"field": f"{field_prefix}status"})
             values["status"] = tuple(statuses)
         if raw.get("id") not in (None, ""):
-            try:
-                values["id"] = int(raw["id"])
-            except (TypeError, ValueError) as exc:
-                raise InvalidRequest("id must be an integer.", details={"field": f"{field_prefix}id"}) from exc
+            values["id"] = _integer(raw["id"])
+            if values["id"] is None:
+                raise InvalidRequest("id must be an integer.", details={"field": f"{field_prefix}id"})
         if raw.get("priority") not in (None, ""):
-            priority = str(raw["priority"])
-            if not (priority.isdigit() and 0 <= int(priority) <= MAX_PRIORITY):
+            priority = _integer(raw["priority"])
+            if priority is None or not 0 <= priority <= MAX_PRIORITY:
                 raise InvalidRequest(
                     f"priority must be an integer from 0 to {MAX_PRIORITY}.", details={"field": f"{field_prefix}priority"}
                 )
-            values["priority"] = int(priority)
+            values["priority"] = priority
         for name in cls.TIME_FIELDS:
             if raw.get(name) not in (None, ""):
                 parsed = parse_iso_datetime(raw[name])
@@ -151,6 +155,15 @@ class ArchiveFilter(MessageFilter):
         if self.finished_before:
             rows = rows.filter(update_time__lt=self.finished_before)
         return rows
+
+
+def _integer(value: Any) -> int | None:
+    """A JSON integer (not a boolean) or a query string of ASCII digits; None for anything else."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and _DIGITS.fullmatch(value):
+        return int(value)
+    return None
 
 
 def _require_json_types(raw: dict[str, Any], field_prefix: str) -> None:

@@ -52,8 +52,9 @@ FILTER_PARAMETERS: dict[str, dict[str, Any]] = {
     "text": {"type": "string"},
     "status": {"type": "string", "pattern": "^((" + "|".join(STATUSES) + ")(,(" + "|".join(STATUSES) + "))*)?$",
                "description": "One status, or several separated by commas (empty: any)."},
-    "id": {"type": "integer"},
-    "priority": {"type": "integer", "minimum": 0, "maximum": 9},
+    # Strings, as a query sends them: empty is "no filter", like the other fields.
+    "id": {"type": "string", "pattern": "^[0-9]*$", "description": "A message id in ASCII digits (empty: any)."},
+    "priority": {"type": "string", "pattern": "^(0*[0-9])?$", "description": "0-9 (empty: any)."},
     "added_after": QUERY_TIME,
     "added_before": QUERY_TIME,
     "finished_after": QUERY_TIME,

@@ -106,12 +106,12 @@ def test_it_searches_by_priority_and_shows_it(producer_api: Api, shop_admin_api:
         m["id"] for m, p in zip(stored, PRIORITIES, strict=True) if p == 9
     )
     assert {m["priority"] for m in found} == {9}
-    expect_error(
-        shop_admin_api.get("/api/v1/messages", {"priority": "10"}),
-        400,
-        "invalid_request",
-        "priority",
-    )
+    for bad in ("10", "\u00b2", " 9", "-1"):  # "²".isdigit() holds, int("²") raises
+        expect_error(shop_admin_api.get("/api/v1/messages", {"priority": bad}), 400, "invalid_request", "priority")
+    for bad in ("\u0663", "+1", "1_0"):  # int() reads these
+        expect_error(shop_admin_api.get("/api/v1/messages", {"id": bad}), 400, "invalid_request", "id")
+    beyond = shop_admin_api.get("/api/v1/messages", {"id": str(2**70), "priority": ""})
+    assert (beyond.status_code, beyond.json()["messages"]) == (200, [])
 
 
 def test_it_lists_and_filters_messages_by_priority_in_the_console(
