@@ -103,7 +103,7 @@ def claim(conn: Any, consumer: str, now: datetime, limit: int = BATCH, *, topic:
     cur = conn.cursor()
     cur.execute(
         "SELECT id, attempt FROM mq_message WHERE topic=%s AND group_name=%s AND status='NEW'"
-        " AND effect_time <= %s ORDER BY effect_time, id LIMIT %s FOR UPDATE SKIP LOCKED",
+        " AND effect_time <= %s ORDER BY priority DESC, effect_time, id LIMIT %s FOR UPDATE SKIP LOCKED",
         (topic, GROUP, now, limit),
     )
     rows = list(cur.fetchall())

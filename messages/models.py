@@ -15,6 +15,7 @@ from messages.states import (  # noqa: F401 - the vocabulary, read as messages.m
     DEFAULT_PRIORITY,
     FINISHED_STATUSES,
     MAX_PRIORITY,
+    PRIORITY_LEVELS,
     Status,
     TraceEvent,
 )
@@ -74,13 +75,14 @@ class Message(models.Model):
     class Meta:
         db_table = "mq_message"
         indexes = [
-            # Delayed-message probes (next due, scheduled, backlog snapshots) and the
-            # sharded claim: WHERE topic, group, status='NEW', effect_time range.
-            models.Index(fields=["topic", "group_name", "status", "effect_time"], name="ix_msg_claim"),
             # queue claims: WHERE topic, group, status='NEW', effect_time <= now ORDER BY
             # priority DESC, effect_time, id (InnoDB appends the primary key). Finished rows
             # lie outside the (topic, group, 'NEW') prefix; delayed ones inside it are
-            # skipped on the index entry (index condition on effect_time).
+            # skipped on the index entry (index condition on effect_time). Readers that want
+            # a group's NEW rows in (effect_time, id) order whatever their priority (the next
+            # delayed message, the sharded claim, the scheduled list, counts by effect_time)
+            # read one range per priority level (messages/delivery/sql.py, `in_time_order`):
+            # a second index in that order would be rewritten by every claim and ack too.
             models.Index(fields=["topic", "group_name", "status", "-priority", "effect_time"], name="ix_msg_priority"),
             # serial claims and backlog ordering: the lowest id of a group in a status.
             models.Index(fields=["topic", "group_name", "status", "id"], name="ix_msg_order"),

@@ -3,8 +3,8 @@ message with its trace (live, or its archived copy), and the activity pages: sch
 (delayed) messages, retrying messages and what each consumer is doing now. Each activity
 read is bounded by an index range:
 
-- scheduled: per visible (topic, group), the `ix_msg_claim` range status=NEW,
-  effect_time > now, soonest first, at most PER_GROUP rows;
+- scheduled: per visible (topic, group), the `ix_msg_priority` ranges status=NEW,
+  effect_time > now, one per priority level, soonest first, at most PER_GROUP rows;
 - retrying: the newest SCAN_BOUND NEW rows (`ix_msg_status` backwards) with attempt > 0;
 - in flight: the RUNNING rows (`ix_msg_status`), at most SCAN_BOUND, grouped by lease owner.
 """
@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from messages.archive.models import MessageArchive
 from messages.archive.selectors import archive_get
+from messages.delivery.sql import in_time_order
 from messages.delivery.trace import row_events
 from messages.filters import MessageFilter
 from messages.keyset import PAGE_SIZE, keyset_page
@@ -78,7 +79,7 @@ def messages_scheduled(*, principal: Principal) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for topic, group in _visible_groups(principal):
         rows = MessageFilter(topic=topic, group=group, status=(Status.NEW,)).queryset(principal)
-        out.extend(rows.filter(effect_time__gt=now).order_by("effect_time").values(*_FIELDS)[:PER_GROUP])
+        out.extend(in_time_order(rows.filter(effect_time__gt=now).values(*_FIELDS), PER_GROUP))
     out.sort(key=lambda r: r["effect_time"])
     for row in out:
         row["due_in"] = (row["effect_time"] - now).total_seconds()

@@ -19,6 +19,8 @@ class Status(models.TextChoices):
 
 DEFAULT_PRIORITY = 4
 MAX_PRIORITY = 9
+# Readers of a group's NEW rows in time order read one range of ix_msg_priority per level.
+PRIORITY_LEVELS = tuple(range(MAX_PRIORITY + 1))
 
 DEAD_STATUSES = (Status.FAIL, Status.TIMEOUT, Status.EXPIRED)
 FINISHED_STATUSES = (Status.SUCCESS, Status.FAIL, Status.TIMEOUT, Status.EXPIRED, Status.CANCELLED)

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from messages.models import Message, Status
+from messages.models import PRIORITY_LEVELS, Message, Status
 from messages.subscriptions import group_status
 from mqcenter.core.auth import Principal
 from registry.models import ConsumerInstance
@@ -82,7 +82,8 @@ def groups_unattended(*, principal: Principal) -> list[TopicGroup]:
 
 def _waited(topic: str, group: str, *, since: datetime) -> bool:
     """A NEW message of the group has been due since `since` or earlier: a range read on
-    ix_msg_claim (topic, group, status, effect_time) that stops at one row."""
+    ix_msg_priority (topic, group, status, priority, effect_time), one range per level, that
+    stops at one row."""
     return Message.objects.filter(
-        topic=topic, group_name=group, status=Status.NEW, effect_time__lte=since,
+        topic=topic, group_name=group, status=Status.NEW, priority__in=PRIORITY_LEVELS, effect_time__lte=since,
     ).exists()

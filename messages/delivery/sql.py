@@ -16,10 +16,10 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from django.db import DatabaseError, connection, transaction
-from django.db.models import Count, DateTimeField, JSONField, Max, Min
+from django.db.models import Count, DateTimeField, JSONField, Max, Min, QuerySet
 from django.db.models.base import ModelState
 
-from messages.models import Message, Status
+from messages.models import PRIORITY_LEVELS, Message, Status
 
 MESSAGE_COLUMNS = ", ".join(f"`{f.column}`" for f in Message._meta.concrete_fields)
 
@@ -131,55 +131,84 @@ def expirable_locked(ids: Iterable[int], now: datetime) -> list[Message]:
     )
 
 
-def claim_select(*, by_priority: bool, lock: bool) -> str:
-    """The MySQL/MariaDB claim query (parameters: topic, group, status, now, limit)."""
-    index, order = ("ix_msg_priority", "priority DESC, effect_time, id") if by_priority else (
-        "ix_msg_claim", "effect_time, id")
+def claim_select(*, lock: bool) -> str:
+    """The MySQL/MariaDB queue claim (parameters: topic, group, status, now, limit)."""
     return (
-        f"SELECT {MESSAGE_COLUMNS} FROM mq_message FORCE INDEX ({index}) "  # noqa: S608 - names from the model
+        f"SELECT {MESSAGE_COLUMNS} FROM mq_message FORCE INDEX (ix_msg_priority) "  # noqa: S608 - names from the model
         "WHERE topic = %s AND group_name = %s AND status = %s AND effect_time <= %s "
-        f"ORDER BY {order} LIMIT %s{' FOR UPDATE SKIP LOCKED' if lock else ''}"
+        f"ORDER BY priority DESC, effect_time, id LIMIT %s{' FOR UPDATE SKIP LOCKED' if lock else ''}"
     )
 
 
-def claimable_rows(
-    topic: str, group: str, now: datetime, limit: int, *, lock: bool, by_priority: bool = False
-) -> list[Message]:
-    """Deliverable NEW rows of a group in (effect_time, id) order, along `ix_msg_claim`; with
-    `by_priority` (queue claims), highest priority first, along `ix_msg_priority`.
-
-    With `lock`, taken FOR UPDATE SKIP LOCKED: rows another claimer holds are skipped.
-    """
+def claimable_rows(topic: str, group: str, now: datetime, limit: int, *, lock: bool) -> list[Message]:
+    """Deliverable NEW rows of a group, highest priority first, then in (effect_time, id)
+    order, along `ix_msg_priority`. With `lock`, taken FOR UPDATE SKIP LOCKED: rows another
+    claimer holds are skipped."""
     if is_mysql():
         return _messages(
-            claim_select(by_priority=by_priority, lock=lock),
-            [topic, group, Status.NEW, connection.ops.adapt_datetimefield_value(now), limit],
+            claim_select(lock=lock), [topic, group, Status.NEW, connection.ops.adapt_datetimefield_value(now), limit]
         )
     rows = Message.objects.filter(topic=topic, group_name=group, status=Status.NEW, effect_time__lte=now)
     if lock:
         rows = rows.select_for_update(skip_locked=True)
-    ordering = ("-priority", "effect_time", "id") if by_priority else ("effect_time", "id")
-    return list(rows.order_by(*ordering)[:limit])
+    return list(rows.order_by("-priority", "effect_time", "id")[:limit])
+
+
+# --- a group's NEW rows in (effect_time, id) order, whatever their priority ----------------
+# `ix_msg_priority` (topic, group_name, status, -priority, effect_time) holds them in that
+# order within each priority level; a second index in (topic, group_name, status,
+# effect_time) order would be rewritten by every claim and every ack as well (docs/
+# benchmarks.md, "Indexes and status changes"). So these readers take the first `limit` rows
+# of each level, ten short ranges in one UNION ALL, and keep the first `limit` of those.
+
+def _each_level(select: str, params: Sequence[Any]) -> tuple[str, list[Any]]:
+    """`select` (parameters: topic, group, status, priority, then `params[3:]`) once per
+    priority level, joined by UNION ALL; `params` holds the first level's, priority 0."""
+    parts = " UNION ALL ".join([f"({select})"] * len(PRIORITY_LEVELS))
+    return parts, [p for level in PRIORITY_LEVELS for p in (*params[:3], level, *params[4:])]
+
+
+_LEVEL_RANGE = (
+    "FROM mq_message FORCE INDEX (ix_msg_priority) WHERE topic = %s AND group_name = %s AND status = %s "
+    "AND priority = %s AND effect_time {op} %s ORDER BY effect_time, id LIMIT %s"
+)
+
+
+def due_in_time_order(topic: str, group: str, now: datetime, limit: int) -> list[Message]:
+    """Deliverable NEW rows of a group in (effect_time, id) order, unlocked (the sharded
+    claim's candidates: priority does not change a sharded group's order)."""
+    if is_mysql():
+        parts, params = _each_level(f"SELECT {MESSAGE_COLUMNS} {_LEVEL_RANGE.format(op='<=')}", [
+            topic, group, Status.NEW, 0, connection.ops.adapt_datetimefield_value(now), limit])
+        return _messages(f"{parts} ORDER BY effect_time, id LIMIT %s", [*params, limit])
+    rows = Message.objects.filter(topic=topic, group_name=group, status=Status.NEW, effect_time__lte=now)
+    return list(in_time_order(rows, limit))
 
 
 def next_due(topic: str, group: str, now: datetime) -> datetime | None:
-    """When the group's next delayed message comes due (one probe of `ix_msg_claim`)."""
+    """When the group's next delayed message comes due (one probe per priority level)."""
     if is_mysql():
+        parts, params = _each_level(f"SELECT effect_time {_LEVEL_RANGE.format(op='>')}", [
+            topic, group, Status.NEW, 0, connection.ops.adapt_datetimefield_value(now), 1])
         with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT effect_time FROM mq_message FORCE INDEX (ix_msg_claim) "
-                "WHERE topic = %s AND group_name = %s AND status = %s AND effect_time > %s "
-                "ORDER BY effect_time LIMIT 1",
-                [topic, group, Status.NEW, connection.ops.adapt_datetimefield_value(now)],
-            )
+            cursor.execute(f"SELECT MIN(effect_time) FROM ({parts}) AS due", params)  # noqa: S608 - no input
             row = cursor.fetchone()
-        return row[0].replace(tzinfo=connection.timezone) if row else None
-    return (
-        Message.objects.filter(topic=topic, group_name=group, status=Status.NEW, effect_time__gt=now)
-        .order_by("effect_time")
-        .values_list("effect_time", flat=True)
-        .first()
-    )
+        return row[0].replace(tzinfo=connection.timezone) if row and row[0] else None
+    rows = Message.objects.filter(topic=topic, group_name=group, status=Status.NEW, effect_time__gt=now)
+    first = in_time_order(rows.only("effect_time"), 1)
+    return first[0].effect_time if first else None
+
+
+def in_time_order(rows: QuerySet[Any], limit: int) -> list[Any]:
+    """The first `limit` of `rows` (one group's NEW rows, any further filters; model
+    instances or `.values()` holding effect_time and id) in (effect_time, id) order, one
+    range per priority level. SQLite cannot order and limit the parts of a UNION: there
+    (the quick start) it is the plain query."""
+    ordered = rows.order_by("effect_time", "id")
+    if not connection.features.supports_slicing_ordering_in_compound:
+        return list(ordered[:limit])
+    levels = [ordered.filter(priority=level)[:limit] for level in PRIORITY_LEVELS]
+    return list(levels[0].union(*levels[1:], all=True).order_by("effect_time", "id")[:limit])
 
 
 class GroupFlow(NamedTuple):

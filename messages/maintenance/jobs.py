@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from messages.delivery.lifecycle import leases_recover
 from messages.maintenance.models import MaintenanceRun
-from messages.models import Message, Status
+from messages.models import PRIORITY_LEVELS, Message, Status
 from registry.wakeups import wakeup_hub
 from topics.models import TopicGroup
 
@@ -51,8 +51,8 @@ def due_wake(*, now: datetime | None = None) -> dict[str, Any]:
     """The `delay` job: wake the pulls of every (topic, group) whose NEW messages came due in
     (last run, now]. Only groups pulled from lately can have a pull waiting (a pull waits
     MQ_MAX_WAIT_SECONDS at most, and stamps its group's `last_pull_at` every few seconds);
-    their probes go PROBE_CHUNK at a time as one query of ranges along the claim index
-    `(topic, group_name, status, effect_time)`. The watermark (microseconds since the epoch
+    their probes go PROBE_CHUNK at a time as one query of ranges along `ix_msg_priority`
+    `(topic, group_name, status, -priority, effect_time)`, one per group and priority level. The watermark (microseconds since the epoch
     in the job row's `cursor`) moves only after the wake-ups are published."""
     now = now or timezone.now()
     run, _ = MaintenanceRun.objects.get_or_create(job="delay")
@@ -66,7 +66,8 @@ def due_wake(*, now: datetime | None = None) -> dict[str, Any]:
         ranges = Q()
         for topic, group in pairs[start:start + PROBE_CHUNK]:
             ranges |= Q(topic=topic, group_name=group)
-        due |= set(Message.objects.filter(ranges, status=Status.NEW, effect_time__gt=since, effect_time__lte=now)
+        due |= set(Message.objects.filter(ranges, status=Status.NEW, priority__in=PRIORITY_LEVELS,
+                                          effect_time__gt=since, effect_time__lte=now)
                    .values_list("topic", "group_name").distinct())
     wakeup_hub().publish(due)
     MaintenanceRun.objects.filter(job="delay").update(cursor=int(now.timestamp() * 1_000_000))

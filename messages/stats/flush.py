@@ -14,8 +14,9 @@ smaller id can commit slightly after a larger one. The flush only counts rows ol
 `SETTLE_SECONDS` and stops at the first younger one, which leaves such transactions time
 to commit.
 
-The backlog snapshot reads the claim index (topic, group, status, effect_time) per group,
-only the NEW / RUNNING / dead ranges: index-only, once per flush, never per page view.
+The backlog snapshot reads ix_msg_priority (topic, group, status, priority, effect_time)
+per group, only the NEW / RUNNING / dead ranges: index-only, once per flush, never per page
+view.
 The snapshot also sets the console's live counters (messages/stats/live.py), which the
 hot path moves between flushes.
 """

@@ -28,7 +28,7 @@ def queue_claimable_rows(topic: str, group: str, now: datetime, limit: int) -> l
     aging = settings.MQ_PRIORITY_AGING_SECONDS
     if aging > 0:
         return aged_claimable_rows(topic, group, now, limit, aging_seconds=aging)
-    return sql.claimable_rows(topic, group, now, limit, lock=True, by_priority=True)
+    return sql.claimable_rows(topic, group, now, limit, lock=True)
 
 
 def effective_priority(priority: int, effect_time: datetime, now: datetime, aging_seconds: float) -> int:

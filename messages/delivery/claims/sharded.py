@@ -33,7 +33,7 @@ def claim_sharded(
         per_key = gate.flow.key_concurrency if gate.flow is not None else 1
         # Expired rows become EXPIRED first, so a key's head is never an expired message.
         candidates, more = expiry.claimed_live(
-            lambda: sql.claimable_rows(topic, group, now, gate.limit * SHARD_LOOKAHEAD, lock=False), now=now
+            lambda: sql.due_in_time_order(topic, group, now, gate.limit * SHARD_LOOKAHEAD), now=now
         )
         keys = {m.key for m in candidates if m.key is not None}
         running: Counter[str] = Counter(sql.per_key(topic, group, keys, Status.RUNNING, head=False))

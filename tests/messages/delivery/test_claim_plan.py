@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from messages.models import Message, Status
@@ -35,26 +36,54 @@ def explain(sql: str, params: list[object]) -> list[dict[str, object]]:
         return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
 
-@pytest.mark.skipif(connection.vendor != "mysql", reason="FORCE INDEX plans are MySQL/MariaDB's")
-def test_it_claims_along_the_claim_index_without_sorting_the_backlog() -> None:
-    fill(3000, Status.SUCCESS)  # finished history
-    fill(500, Status.NEW, delay=timedelta(hours=1))  # delayed
-    fill(50, Status.NEW)  # deliverable
-    fill(2000, Status.NEW, topic="other")
+def test_it_reads_a_group_in_time_order_whatever_the_priorities() -> None:
+    """The sharded claim's candidates, the next delayed message and the scheduled list read
+    one range of ix_msg_priority per level and merge them in (effect_time, id) order."""
+    now = timezone.now()
+    Message.objects.bulk_create([
+        Message(topic="busy", group_name="default", data="1", status=Status.NEW, add_time=now, update_time=now,
+                effect_time=now - timedelta(seconds=n % 7), priority=(n * 3) % 10)
+        for n in range(60)
+    ] + [
+        Message(topic="busy", group_name="default", data="1", status=Status.NEW, add_time=now, update_time=now,
+                effect_time=now + timedelta(minutes=n % 5 + 1), priority=9 - n % 10)
+        for n in range(30)
+    ])
+    fill(100, Status.SUCCESS, priorities=10)
     from messages.delivery import sql
 
-    plan = explain(
-        "SELECT id FROM mq_message FORCE INDEX (ix_msg_claim) WHERE topic = %s AND group_name = %s "
-        "AND status = %s AND effect_time <= %s ORDER BY effect_time, id LIMIT 100 FOR UPDATE SKIP LOCKED",
-        ["busy", "default", Status.NEW, timezone.now()],
-    )
-    assert plan[0]["key"] == "ix_msg_claim"
-    assert plan[0]["type"] == "range"
-    assert "filesort" not in str(plan[0]["Extra"]).lower()
-    # Only the deliverable rows are in the range, not the finished or delayed ones.
-    assert int(plan[0]["rows"]) < 500
-    rows = sql.claimable_rows("busy", "default", timezone.now(), 100, lock=False)
-    assert len(rows) == 50
+    due = Message.objects.filter(status=Status.NEW, effect_time__lte=now)
+    in_order = list(due.order_by("effect_time", "id").values_list("id", flat=True))
+    assert [m.id for m in sql.due_in_time_order("busy", "default", now, 25)] == in_order[:25]
+    assert [m.id for m in sql.due_in_time_order("busy", "default", now, 100)] == in_order
+    later = Message.objects.filter(status=Status.NEW, effect_time__gt=now)
+    assert sql.next_due("busy", "default", now) == later.order_by("effect_time").first().effect_time
+    assert sql.next_due("busy", "default", now + timedelta(hours=1)) is None
+    assert sql.next_due("other", "default", now) is None
+    first = sql.in_time_order(later.values("id", "effect_time"), 7)
+    assert [r["id"] for r in first] == list(later.order_by("effect_time", "id").values_list("id", flat=True)[:7])
+
+
+@pytest.mark.skipif(connection.vendor != "mysql", reason="FORCE INDEX plans are MySQL/MariaDB's")
+def test_a_time_order_read_is_one_short_range_per_priority_level() -> None:
+    fill(3000, Status.SUCCESS, priorities=10)  # finished history
+    fill(500, Status.NEW, delay=timedelta(hours=1), priorities=10)  # delayed
+    fill(50, Status.NEW, priorities=10)  # deliverable
+    fill(2000, Status.NEW, topic="other", priorities=10)
+    from messages.delivery import sql
+
+    for read in (lambda: sql.due_in_time_order("busy", "default", timezone.now(), 20),
+                 lambda: sql.next_due("busy", "default", timezone.now())):
+        with CaptureQueriesContext(connection) as queries:
+            read()
+        [statement] = [q["sql"] for q in queries.captured_queries]
+        parts = [row for row in explain(statement, []) if row["table"] == "mq_message"]
+        assert len(parts) == 10
+        for part in parts:
+            assert part["key"] == "ix_msg_priority" and part["type"] == "range"
+            # Each level's range is its due (or delayed) rows only, read in index order.
+            assert "filesort" not in str(part["Extra"]).lower()
+            assert int(part["rows"]) <= 120
 
 
 @pytest.mark.skipif(connection.vendor != "mysql", reason="FORCE INDEX plans are MySQL/MariaDB's")
@@ -67,7 +96,7 @@ def test_it_claims_by_priority_along_its_index_without_sorting_or_reading_finish
     from messages.delivery import sql
 
     plan = explain(
-        sql.claim_select(by_priority=True, lock=True), ["busy", "default", Status.NEW, timezone.now(), 100]
+        sql.claim_select(lock=True), ["busy", "default", Status.NEW, timezone.now(), 100]
     )
     assert len(plan) == 1
     assert plan[0]["key"] == "ix_msg_priority"
@@ -78,7 +107,7 @@ def test_it_claims_by_priority_along_its_index_without_sorting_or_reading_finish
     assert "Using index condition" in str(plan[0]["Extra"])
     # The range is the group's NEW rows (deliverable and delayed), never its 6,000 finished ones.
     assert int(plan[0]["rows"]) <= 400
-    rows = sql.claimable_rows("busy", "default", timezone.now(), 100, lock=False, by_priority=True)
+    rows = sql.claimable_rows("busy", "default", timezone.now(), 100, lock=False)
     assert len(rows) == 60
     in_claim_order = sorted(rows, key=lambda m: (-m.priority, m.effect_time, m.id))
     assert [m.id for m in rows] == [m.id for m in in_claim_order]
