@@ -2,12 +2,11 @@
 insert and claim+ack, the plain driver, no broker) on the table as the migrations make it and
 on variants of it, alternating in one sitting.
 
-    MQ_BENCH_ID=me .venv/bin/python -m bench.indexes [--messages 100000] [--rounds 2] [--variant NAME=DDL;DDL...]
+    MQ_BENCH_ID=me .venv/bin/python -m bench.indexes [--messages 100000] [--rounds 2] --variant NAME=DDL;DDL... [...]
 
 Each variant is a scratch database migrated as usual and then altered by its statements
-(`;`-separated); by default `fair_new_only`, `ix_msg_fair` on a status that is NULL after NEW
-(docs/benchmarks.md, "Indexes and status changes"). A status change of a row (NEW to RUNNING,
-RUNNING to SUCCESS) rewrites the entry of every index holding `status`, so their number sets
+(`;`-separated; docs/benchmarks.md, "Indexes and status changes" has the ones measured so
+far). A status change of a row (NEW to RUNNING, RUNNING to SUCCESS) rewrites the entry of every index holding `status`, so their number sets
 most of the database's work per delivered message; a variant's figures say what a redesign
 of the table's read paths would gain before anyone writes it. The variants'
 schemas only need to serve `bench.dblimit`'s statements (its claim reads along
@@ -27,15 +26,6 @@ import statistics
 
 from bench import dblimit
 from bench.common import BenchBroker, db_connect
-
-# The next lever measured: fair claims read only NEW rows along ix_msg_fair, so it could hold
-# a generated column that is NULL once a message left NEW, as ix_msg_key and ix_msg_expiry do
-# (migration 0011): an ack (RUNNING to SUCCESS) would leave its entry alone.
-FAIR_NEW_ONLY = (
-    "ALTER TABLE mq_message ADD COLUMN fair_status varchar(16) AS (CASE WHEN status = 'NEW' THEN status END) VIRTUAL;"
-    "DROP INDEX ix_msg_fair ON mq_message;"
-    "CREATE INDEX ix_msg_fair ON mq_message (topic, group_name, fair_status, msg_key, effect_time)"
-)
 
 
 def scratch_name(name: str) -> str:
@@ -90,8 +80,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--messages", type=int, default=100_000, help="messages per insert and claim+ack run")
     parser.add_argument("--rounds", type=int, default=2, help="runs of each variant, alternating")
-    parser.add_argument("--variant", action="append", default=[], metavar="NAME=DDL;DDL...",
-                        help="statements altering the migrated table (default: fair_new_only=<ix_msg_fair on NEW only>)")
+    parser.add_argument("--variant", action="append", required=True, metavar="NAME=DDL;DDL...",
+                        help="statements altering the migrated table (repeat for more variants)")
     args = parser.parse_args()
-    chosen = dict(v.split("=", 1) for v in args.variant) or {"fair_new_only": FAIR_NEW_ONLY}
+    chosen = dict(v.split("=", 1) for v in args.variant)
     print("RESULT " + json.dumps(main(args.messages, args.rounds, chosen)))
