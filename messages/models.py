@@ -59,6 +59,8 @@ class Message(models.Model):
     # 0-9: a queue claim delivers a group's higher priorities first (serial and sharded
     # groups keep id order).
     # A database default too: rows written by other tools (bulk loads, SQL) need not name it.
+    # 0-9 (MAX_PRIORITY), as produce checks: readers in time order read one index range per
+    # level (delivery/sql.py), so a row written with another value is never their candidate.
     priority = models.SmallIntegerField(default=DEFAULT_PRIORITY, db_default=DEFAULT_PRIORITY)
     # Not delivered by then: EXPIRED (a dead letter), set by the claim or the expiry sweep.
     expires_at = models.DateTimeField(null=True, blank=True)

@@ -39,6 +39,8 @@ ARCHIVE_FILTERS = (
     "finished_after",
     "finished_before",
     "text",
+    "tag",
+    "priority",
     "cursor",
 )
 

@@ -204,6 +204,8 @@ def in_time_order(rows: QuerySet[Any], limit: int) -> list[Any]:
     instances or `.values()` holding effect_time and id) in (effect_time, id) order, one
     range per priority level. SQLite cannot order and limit the parts of a UNION: there
     (the quick start) it is the plain query."""
+    if rows.query.is_empty():  # .none(): union() would hand back its first, sliced, part
+        return []
     ordered = rows.order_by("effect_time", "id")
     if not connection.features.supports_slicing_ordering_in_compound:
         return list(ordered[:limit])

@@ -28,6 +28,16 @@ def test_it_lists_scheduled_messages_soonest_first(orders: Topic, clients: dict[
     assert body.index("sched-soon") < body.index("sched-late") and "due-now" not in body and due.id
 
 
+def test_the_scheduled_page_leaves_out_a_topic_being_deleted(orders: Topic, clients: dict[str, Any]) -> None:
+    for key, priority in (("sched-orders", 9), ("sched-other", 0)):
+        message = add_message("orders", Status.NEW, key=key)
+        Message.objects.filter(id=message.id).update(effect_time=timezone.now() + timedelta(hours=1),
+                                                     priority=priority)
+    Topic.all_objects.filter(name="orders").update(deleting_at=timezone.now())  # its purge has not ended
+    response = clients["admin"].get("/scheduled/")
+    assert response.status_code == 200 and "sched-orders" not in response.content.decode()
+
+
 def test_it_lists_retrying_messages(orders: Topic, clients: dict[str, Any]) -> None:
     retry = add_message("orders", Status.NEW, key="second-try", log=f"downstream 503 {XSS}")
     Message.objects.filter(id=retry.id).update(attempt=1)

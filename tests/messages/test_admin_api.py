@@ -285,6 +285,14 @@ def test_it_counts_by_status_per_topic_and_group(admin_api, producer_api, consum
                                                       "EXPIRED": 0, "PREPARED": 0, "CANCELLED": 0}
     assert stats[("orders", "g")]["counts"]["NEW"] == 1
     assert stats[("orders", "default")]["oldest_deliverable_age_seconds"] >= 0
+    # the oldest due message, whatever its priority; a delayed one does not count
+    now = timezone.now()
+    first, second = Message.objects.filter(topic="orders", group_name="default", status="NEW").order_by("id")
+    Message.objects.filter(id=first.id).update(effect_time=now - timedelta(minutes=9), priority=0)
+    Message.objects.filter(id=second.id).update(effect_time=now + timedelta(minutes=30), priority=9)
+    oldest = {(s["topic"], s["group"]): s["oldest_deliverable_age_seconds"]
+              for s in admin_api.get("/api/v1/stats").json()["stats"]}
+    assert 9 * 60 <= oldest[("orders", "default")] < 10 * 60
     assert admin_api.get("/api/v1/stats", {"topic": "nothing"}).json() == {"stats": []}
     assert outsider_api.get("/api/v1/stats").json() == {"stats": []}
 

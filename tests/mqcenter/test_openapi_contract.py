@@ -45,7 +45,7 @@ NUMBERS = ["", "0", "7", "09", "0009", "10", "123456789", "-1", "+5", " 5", "5 "
 
 
 @pytest.mark.parametrize("path,name", [("/api/v1/messages", "id"), ("/api/v1/archive/messages", "id"),
-                                       ("/api/v1/messages", "priority")])
+                                       ("/api/v1/messages", "priority"), ("/api/v1/archive/messages", "priority")])
 def test_a_search_number_pattern_accepts_what_the_server_accepts(doc, path, name):
     from messages.filters import MessageFilter
     from mqcenter.core.errors import InvalidRequest

@@ -62,6 +62,7 @@ def test_it_reads_a_group_in_time_order_whatever_the_priorities() -> None:
     assert sql.next_due("other", "default", now) is None
     first = sql.in_time_order(later.values("id", "effect_time"), 7)
     assert [r["id"] for r in first] == list(later.order_by("effect_time", "id").values_list("id", flat=True)[:7])
+    assert sql.in_time_order(later.none().values("id", "effect_time"), 7) == []  # a topic being deleted
 
 
 @pytest.mark.skipif(connection.vendor != "mysql", reason="FORCE INDEX plans are MySQL/MariaDB's")
