@@ -154,17 +154,18 @@ start_node() {
     # 0011) in this mode, retrying without end while its memory grows to the whole machine's.
     # Killing it is one more crash: the node's own start recovers InnoDB as always.
     local position recovering
-    : > "$DIR/node$n/recover.log"
+    rm -f "$DIR/node$n/recover.log"  # the node's user writes a new one
     /usr/sbin/mariadbd "${args[@]}" --wsrep-recover --log-error="$DIR/node$n/recover.log" >/dev/null 2>&1 &
     recovering=$!
     for _ in $(seq 1 240); do
-      grep -aq 'WSREP: Recovered position:' "$DIR/node$n/recover.log" && break
+      grep -aq 'WSREP: Recovered position:' "$DIR/node$n/recover.log" 2>/dev/null && break
       kill -0 "$recovering" 2>/dev/null || break
       sleep 0.5
     done
     kill -9 "$recovering" 2>/dev/null || true
     wait "$recovering" 2>/dev/null || true
-    position=$(grep -a 'WSREP: Recovered position:' "$DIR/node$n/recover.log" | tail -1 | sed 's/.*Recovered position: *//')
+    position=$(grep -a 'WSREP: Recovered position:' "$DIR/node$n/recover.log" 2>/dev/null | tail -1 |
+               sed 's/.*Recovered position: *//' || true)
     [ -n "$position" ] && args+=(--wsrep-start-position="$position") && echo "node $n recovered position $position"
   fi
   # setsid: the node is not in the caller's process group (a test's Ctrl-C does not kill it).
