@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from messages.archive.models import MessageArchive
 from messages.delivery.claims.gate import bucket_size
-from messages.delivery.sql import in_time_order
+from messages.delivery.sql import oldest_due
 from messages.delivery.trace import trace_row, trace_write
 from messages.models import DEAD_STATUSES, Message, MessageTrace, Status, TraceEvent
 from messages.operations.models import BulkJob
@@ -264,8 +264,7 @@ def group_status(*, topic: Topic, group: TopicGroup) -> dict[str, Any]:
     scope = Message.objects.filter(topic=topic.name, group_name=group.name)
     counts = dict(scope.filter(status__in=[Status.NEW, Status.RUNNING, *DEAD_STATUSES])
                   .values_list("status").annotate(n=Count("id")).values_list("status", "n"))
-    first = in_time_order(scope.filter(status=Status.NEW, effect_time__lte=now).values("id", "effect_time"), 1)
-    oldest = first[0]["effect_time"] if first else None
+    oldest = oldest_due(topic.name, group.name, now)
     return {
         "topic": topic.name, "group": group.name, "subscribed": group.subscribed, "mode": group.mode, **_limits(group),
         "backlog": counts.get(Status.NEW, 0),

@@ -161,35 +161,32 @@ def claimable_rows(topic: str, group: str, now: datetime, limit: int, *, lock: b
 # benchmarks.md, "Indexes and status changes"). So these readers take the first `limit` rows
 # of each level, ten short ranges in one UNION ALL, and keep the first `limit` of those.
 
-def _each_level(select: str, params: Sequence[Any]) -> tuple[str, list[Any]]:
-    """`select` (parameters: topic, group, status, priority, then `params[3:]`) once per
-    priority level, joined by UNION ALL; `params` holds the first level's, priority 0."""
-    parts = " UNION ALL ".join([f"({select})"] * len(PRIORITY_LEVELS))
-    return parts, [p for level in PRIORITY_LEVELS for p in (*params[:3], level, *params[4:])]
-
-
-_LEVEL_RANGE = (
-    "FROM mq_message FORCE INDEX (ix_msg_priority) WHERE topic = %s AND group_name = %s AND status = %s "
-    "AND priority = %s AND effect_time {op} %s ORDER BY effect_time, id LIMIT %s"
-)
+def _each_level(columns: str, op: str, topic: str, group: str, now: datetime, limit: int) -> tuple[str, list[Any]]:
+    """The first `limit` NEW rows of each priority level whose effect_time is `op` now, in
+    (effect_time, id) order, as one UNION ALL of ten index ranges, and its parameters."""
+    select = (
+        f"(SELECT {columns} FROM mq_message FORCE INDEX (ix_msg_priority) WHERE topic = %s AND group_name = %s "  # noqa: S608 - fixed text
+        f"AND status = %s AND priority = %s AND effect_time {op} %s ORDER BY effect_time, id LIMIT %s)"
+    )
+    moment = connection.ops.adapt_datetimefield_value(now)
+    params = [p for level in PRIORITY_LEVELS for p in (topic, group, Status.NEW, level, moment, limit)]
+    return " UNION ALL ".join([select] * len(PRIORITY_LEVELS)), params
 
 
 def due_in_time_order(topic: str, group: str, now: datetime, limit: int) -> list[Message]:
     """Deliverable NEW rows of a group in (effect_time, id) order, unlocked (the sharded
     claim's candidates: priority does not change a sharded group's order)."""
     if is_mysql():
-        parts, params = _each_level(f"SELECT {MESSAGE_COLUMNS} {_LEVEL_RANGE.format(op='<=')}", [
-            topic, group, Status.NEW, 0, connection.ops.adapt_datetimefield_value(now), limit])
+        parts, params = _each_level(MESSAGE_COLUMNS, "<=", topic, group, now, limit)
         return _messages(f"{parts} ORDER BY effect_time, id LIMIT %s", [*params, limit])
     rows = Message.objects.filter(topic=topic, group_name=group, status=Status.NEW, effect_time__lte=now)
-    return list(in_time_order(rows, limit))
+    return in_time_order(rows, limit)
 
 
 def next_due(topic: str, group: str, now: datetime) -> datetime | None:
     """When the group's next delayed message comes due (one probe per priority level)."""
     if is_mysql():
-        parts, params = _each_level(f"SELECT effect_time {_LEVEL_RANGE.format(op='>')}", [
-            topic, group, Status.NEW, 0, connection.ops.adapt_datetimefield_value(now), 1])
+        parts, params = _each_level("effect_time", ">", topic, group, now, 1)
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT MIN(effect_time) FROM ({parts}) AS due", params)  # noqa: S608 - no input
             row = cursor.fetchone()
@@ -197,6 +194,13 @@ def next_due(topic: str, group: str, now: datetime) -> datetime | None:
     rows = Message.objects.filter(topic=topic, group_name=group, status=Status.NEW, effect_time__gt=now)
     first = in_time_order(rows.only("effect_time"), 1)
     return first[0].effect_time if first else None
+
+
+def oldest_due(topic: str, group: str, now: datetime) -> datetime | None:
+    """The effect_time of the group's oldest deliverable NEW message (a console or API read)."""
+    due = Message.objects.filter(topic=topic, group_name=group, status=Status.NEW, effect_time__lte=now)
+    first = in_time_order(due.values("id", "effect_time"), 1)
+    return first[0]["effect_time"] if first else None
 
 
 def in_time_order(rows: QuerySet[Any], limit: int) -> list[Any]:

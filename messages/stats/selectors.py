@@ -10,7 +10,7 @@ from typing import Any
 from django.db.models import Count, Max, Sum
 from django.utils import timezone
 
-from messages.delivery.sql import in_time_order
+from messages.delivery.sql import oldest_due
 from messages.models import Message, Status
 from messages.stats.flush import COUNT_FIELDS, bucket_totals, minute_of
 from messages.stats.models import StatsBucket
@@ -46,10 +46,9 @@ def topic_stats(*, principal: Principal, topic: str | None = None) -> list[dict[
         entry["counts"][row["status"]] = row["n"]
     for (topic_name, group), entry in stats.items():
         if entry["counts"][Status.NEW]:
-            due = Message.objects.filter(topic=topic_name, group_name=group, status=Status.NEW, effect_time__lte=now)
-            first = in_time_order(due.values("id", "effect_time"), 1)
-            if first:
-                entry["oldest_deliverable_age_seconds"] = round((now - first[0]["effect_time"]).total_seconds(), 3)
+            oldest = oldest_due(topic_name, group, now)
+            if oldest is not None:
+                entry["oldest_deliverable_age_seconds"] = round((now - oldest).total_seconds(), 3)
     _add_rates(stats, now=now)
     return [stats[key] for key in sorted(stats)]
 
