@@ -1,9 +1,10 @@
 """ASGI entry point of a broker process: HTTP (Django), WebSockets (Channels) and the
 lifespan (the broker's background loop: lease recovery and registry heartbeats).
 
-HTTP requests run Django's WSGI handler on a pool of MQ_HTTP_THREADS threads (a2wsgi): sync
-DRF views served that way answer ~1.5x the produce rate of Django's ASGI handler, which hops
-threads for each sync middleware and view (`python -m bench serving`). A long-poll pull waits
+HTTP requests run Django's WSGI handler on a pool of MQ_HTTP_THREADS threads
+(`mqcenter.wsgi_bridge`, one hop to a thread and one back): sync DRF views served that way
+answer ~1.5x the produce rate of Django's ASGI handler, which hops threads for each sync
+middleware and view (`python -m bench serving`). A long-poll pull waits
 between its attempts on the event loop (`mqcenter.longpoll`), holding no thread.
 """
 
@@ -18,13 +19,13 @@ from django.core.wsgi import get_wsgi_application
 
 django_wsgi = get_wsgi_application()
 
-from a2wsgi import WSGIMiddleware  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 from mqcenter.core.origins import SameOriginSockets  # noqa: E402
 from mqcenter.longpoll import LongPoll  # noqa: E402
 from mqcenter.routing import websocket_urlpatterns  # noqa: E402
+from mqcenter.wsgi_bridge import WsgiBridge  # noqa: E402
 
 sockets = URLRouter(websocket_urlpatterns)
 # Console sockets ride on the session cookie, so their Origin must be this site's; API
@@ -39,7 +40,7 @@ async def websocket(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await console_sockets(scope, receive, send)
 
 
-http = LongPoll(WSGIMiddleware(django_wsgi, workers=settings.MQ_HTTP_THREADS))  # type: ignore[arg-type]
+http = LongPoll(WsgiBridge(django_wsgi, workers=settings.MQ_HTTP_THREADS))  # type: ignore[arg-type]
 router = ProtocolTypeRouter({"http": http, "websocket": websocket})
 
 

@@ -2,7 +2,7 @@
 
 A pull (`POST /api/v1/pull`) is first dispatched to Django like any request: authentication,
 rate limit, validation, the acks it carries and one claim, through Django's middleware. This
-layer hands the view a `LongPollState` in the request's ASGI scope (a2wsgi's
+layer hands the view a `LongPollState` in the request's ASGI scope (the WSGI
 `environ["asgi.scope"]`, which no client can set), holding the wait left. When the claim finds
 nothing and the pull may still wait, the view parks it there (how long to wait, and how to
 claim again) and answers an empty `204`, which never reaches the client. The pull then waits
@@ -16,7 +16,7 @@ The waiter is registered before the first dispatch, so a produce that commits be
 claim and the wait still wakes it.
 
 Measured with `python -m bench latency`: a woken pull claiming here delivers in ~40% of the
-time of one dispatched through Django again (a2wsgi's hops, middleware, DRF, ~3 ms at idle).
+time of one dispatched through Django again (the thread's hops, middleware, DRF, ~3 ms at idle).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from django.db import close_old_connections
 from mqcenter.core import metrics
 from mqcenter.core.errors import INTERNAL_ERROR, error_body, mq_error_from, retry_after
 from mqcenter.pull_batches import KeyedBatches
+from mqcenter.wsgi_bridge import read_body
 from registry.wakeups import LoopEvent, wakeup_hub
 
 logger = logging.getLogger(__name__)
@@ -221,14 +222,7 @@ async def _read_body(scope: dict[str, Any], receive: Any) -> bytes | None:
     length = dict(scope["headers"]).get(b"content-length", b"")
     if not length.isdigit() or int(length) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
         return None
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body"):
-            return b"".join(chunks)
+    return await read_body(receive)
 
 
 def _wanted(body: bytes) -> tuple[str, str, float]:

@@ -13,11 +13,11 @@ from typing import Any
 
 import httpx
 import pytest
-from a2wsgi import WSGIMiddleware
 from django.core.wsgi import get_wsgi_application
 from django.test import override_settings
 
 from mqcenter.longpoll import LongPoll, parked_pulls
+from mqcenter.wsgi_bridge import WsgiBridge
 from tests.conftest import make_api
 from topics.models import Biz
 
@@ -29,7 +29,7 @@ class Broker:
     settings in force, on an event loop of its own as uvicorn runs it."""
 
     def __init__(self) -> None:
-        app = LongPoll(WSGIMiddleware(get_wsgi_application(), workers=8))  # type: ignore[arg-type]
+        app = LongPoll(WsgiBridge(get_wsgi_application(), workers=8))  # type: ignore[arg-type]
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
