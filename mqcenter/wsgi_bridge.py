@@ -1,11 +1,12 @@
 """HTTP requests to Django's WSGI handler on a pool of threads, one hop each way.
 
-a2wsgi, which serves the rest, hops from its thread to the event loop and waits there for
-each piece it hands over: the body, the response's start, each chunk and the end, four or
-five round trips through the loop per request, each a wake-up of the loop and of the thread
-and a hand-over of the GIL. Here the loop reads the body first, the thread runs Django and
-returns the whole answer, and the loop sends it: one hop there and one back. Measured with
-`python -m bench.ab` (`bench/results/ab_issue40.md`, "One hop per request").
+a2wsgi's own middleware hops from its thread to the event loop and waits there for each
+piece it hands over: the body, the response's start, each chunk and the end, four or five
+round trips through the loop per request, each a wake-up of the loop and of the thread and a
+hand-over of the GIL. Here the loop reads the body first, the thread runs Django and returns
+the whole answer, and the loop sends it: one hop there and one back (produce ~1.2x, idle
+latency ~0.93x with `python -m bench.ab`: `bench/results/ab_issue40.md`, "One hop per
+request"). a2wsgi still builds the WSGI environ and reads the bodies below.
 
 What one hop cannot carry is handed over as a2wsgi does: a body sent in chunks without a
 Content-Length, or one over DATA_UPLOAD_MAX_MEMORY_SIZE, is read as Django asks for it (and
