@@ -8,10 +8,12 @@ the whole answer, and the loop sends it: one hop there and one back (produce ~1.
 latency ~0.93x with `python -m bench.ab`: `bench/results/ab_issue40.md`, "One hop per
 request"). a2wsgi still builds the WSGI environ and reads the bodies below.
 
-What one hop cannot carry is handed over as a2wsgi does: a body sent in chunks without a
-Content-Length, or one over DATA_UPLOAD_MAX_MEMORY_SIZE, is read as Django asks for it (and
-Django refuses one too large), and a streaming response (NDJSON exports, static files) is
-sent chunk by chunk.
+What one hop cannot carry is handed over as a2wsgi does. A body is read ahead only up to
+READ_AHEAD_BYTES, what uvicorn buffers for a connection anyway: a larger one, or one sent in
+chunks without a Content-Length, waits in the client until Django asks for it (after
+authentication and the size check, which refuses one over DATA_UPLOAD_MAX_MEMORY_SIZE), so
+memory grows with the threads at work, not with the connections open. A streaming response
+(NDJSON exports, static files) is sent chunk by chunk.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from a2wsgi.wsgi import Body, build_environ
-from django.conf import settings
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 Send = Callable[[dict[str, Any]], Coroutine[Any, Any, None]]
-Answer = tuple[int, list[tuple[bytes, bytes]], list[bytes]]
+Answer = tuple[int, list[tuple[bytes, bytes]], bytes]
+# uvicorn's flow control pauses reading a connection past 64 KiB (its HIGH_WATER_LIMIT). A
+# produce of 100 messages of 200 bytes is ~25 KiB, a pull carrying 100 acks less.
+READ_AHEAD_BYTES = 64 * 1024
 
 
 class WsgiBridge:
@@ -43,7 +47,7 @@ class WsgiBridge:
         loop = asyncio.get_running_loop()
         length = _content_length(scope)
         body: Any
-        if length is None or length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+        if length is None or length > READ_AHEAD_BYTES:
             body = Body(loop, receive)
         else:
             read = await read_body(receive)
@@ -54,29 +58,39 @@ class WsgiBridge:
         run = functools.partial(contextvars.copy_context().run, self._run, environ, loop, send)
         answer = await loop.run_in_executor(self.executor, run)
         if answer is not None:
-            status, headers, chunks = answer
+            status, headers, content = answer
             await send({"type": "http.response.start", "status": status, "headers": headers})
-            await send({"type": "http.response.body", "body": b"".join(chunks)})
+            await send({"type": "http.response.body", "body": content})
 
     def _run(self, environ: dict[str, Any], loop: asyncio.AbstractEventLoop, send: Send) -> Answer | None:
         """On a thread: Django's whole answer, or None once a streaming one was sent here."""
         started: list[tuple[int, list[tuple[bytes, bytes]]]] = []
+        sent = False
 
         def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
+            if exc_info is not None and sent:
+                raise exc_info[1].with_traceback(exc_info[2])
+            if started and exc_info is None:
+                raise RuntimeError("start_response was called twice without exc_info")
             encoded = [(k.strip().lower().encode("latin1"), v.strip().encode("latin1")) for k, v in headers]
             started[:] = [(int(status.split(" ", 1)[0]), encoded)]
             return _no_write
 
         iterable = self.app(environ, start_response)
         try:
-            if not getattr(iterable, "streaming", False):
-                return (*started[0], list(iterable))
+            # Django's responses say whether they stream; an iterable that cannot say is streamed.
+            if not getattr(iterable, "streaming", not isinstance(iterable, list | tuple)):
+                content = b"".join(iterable)
+                return (*started[0], content)
 
             def hand_over(message: dict[str, Any]) -> None:
+                nonlocal sent
+                if not sent:
+                    sent = True
+                    status, headers = started[0]
+                    hand_over({"type": "http.response.start", "status": status, "headers": headers})
                 asyncio.run_coroutine_threadsafe(send(message), loop).result()
 
-            status, headers = started[0]
-            hand_over({"type": "http.response.start", "status": status, "headers": headers})
             for chunk in iterable:
                 hand_over({"type": "http.response.body", "body": chunk, "more_body": True})
             hand_over({"type": "http.response.body", "body": b""})

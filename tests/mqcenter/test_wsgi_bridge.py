@@ -1,13 +1,13 @@
 """The WSGI bridge (mqcenter/wsgi_bridge.py): Django's answers reach the client whole, whether
-they came in one hop (a body of known length, a plain response) or piece by piece (a body
-in chunks, one over the size limit, a streaming response), and a client that goes away
-before its body ends runs nothing."""
+they came in one hop (a small body of known length, a plain response) or piece by piece (a
+large body, one in chunks, a streaming response); a body beyond the read-ahead is taken from
+the client only when Django asks for it, and a client that goes away before its body ends
+runs nothing."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -17,7 +17,7 @@ from django.core.wsgi import get_wsgi_application
 from django.test import override_settings
 
 from messages.models import Message
-from mqcenter.wsgi_bridge import WsgiBridge
+from mqcenter.wsgi_bridge import READ_AHEAD_BYTES, WsgiBridge
 from tests.conftest import make_api
 from topics.models import Biz
 
@@ -56,20 +56,6 @@ def test_a_request_of_known_length_is_answered_whole(token: str) -> None:
     assert set(Message.objects.values_list("id", flat=True)) == set(ids)
 
 
-def test_a_body_in_chunks_is_read_as_django_reads_it(token: str) -> None:
-    body = produce_body(1)
-
-    async def chunks() -> AsyncIterator[bytes]:
-        yield body[:10]
-        yield body[10:]
-
-    # Without a Content-Length Django reads no body: a clear 400, as on any WSGI server.
-    answer = call("POST", "/api/v1/messages", token, chunks(), {"Content-Type": "application/json"})
-    assert answer.status_code == 400, answer.text
-    assert answer.json()["error"]["code"] == "invalid_request"
-    assert not Message.objects.exists()
-
-
 def scope(method: str, path: str, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
     return {"type": "http", "method": method, "path": path, "raw_path": path.encode(), "query_string": b"",
             "root_path": "", "scheme": "http", "http_version": "1.1", "server": ("testserver", 80),
@@ -95,19 +81,55 @@ def asgi_call(request: dict[str, Any], arrivals: list[dict[str, Any]]) -> list[d
     return sent
 
 
-def produce_request(token: str, length: int) -> dict[str, Any]:
+def produce_request(token: str, length: int | None) -> dict[str, Any]:
+    size = [(b"content-length", str(length).encode())] if length is not None else [(b"transfer-encoding", b"chunked")]
     return scope("POST", "/api/v1/messages", [
-        (b"content-type", b"application/json"), (b"authorization", f"Bearer {token}".encode()),
-        (b"content-length", str(length).encode())])
+        (b"content-type", b"application/json"), (b"authorization", f"Bearer {token}".encode()), *size])
+
+
+def answer_of(sent: list[dict[str, Any]]) -> tuple[int, Any]:
+    return sent[0]["status"], json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+
+
+def test_a_large_body_waits_until_django_asks_for_it(token: str) -> None:
+    body = produce_body(*["x" * 200] * 400)
+    assert len(body) > READ_AHEAD_BYTES
+    halves = [body[: len(body) // 2], body[len(body) // 2:]]
+
+    def arrivals() -> list[dict[str, Any]]:
+        return [{"type": "http.request", "body": halves[0], "more_body": True},
+                {"type": "http.request", "body": halves[1], "more_body": False}]
+
+    # Refused before the view reads it: the body is never taken from the client.
+    unread = arrivals()
+    status, error = answer_of(asgi_call(produce_request("not-a-token", len(body)), unread))
+    assert (status, error["error"]["code"]) == (401, "unauthenticated")
+    assert len(unread) == 2
+    # Read as Django asks for it, and stored whole.
+    read = arrivals()
+    status, answer = answer_of(asgi_call(produce_request(token, len(body)), read))
+    assert status == 201 and len(answer["messages"]) == 400
+    assert read == [] and Message.objects.count() == 400
+
+
+def test_a_body_in_chunks_is_left_to_django(token: str) -> None:
+    # Without a Content-Length Django reads no body: a clear 400, as on any WSGI server, and
+    # the chunks stay with the client.
+    body = produce_body(1)
+    arrivals = [{"type": "http.request", "body": body[:10], "more_body": True},
+                {"type": "http.request", "body": body[10:], "more_body": False}]
+    status, error = answer_of(asgi_call(produce_request(token, None), arrivals))
+    assert (status, error["error"]["code"]) == (400, "invalid_request")
+    assert len(arrivals) == 2
+    assert not Message.objects.exists()
 
 
 def test_a_body_over_the_limit_is_refused_unread(token: str) -> None:
-    body = produce_body("x" * 2_000)
+    body = produce_body("x" * (READ_AHEAD_BYTES + 1_000))
     arrivals = [{"type": "http.request", "body": body, "more_body": False}]
-    with override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=1_000):
+    with override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=READ_AHEAD_BYTES):
         sent = asgi_call(produce_request(token, len(body)), arrivals)
-    assert sent[0]["status"] == 413
-    assert json.loads(b"".join(m.get("body", b"") for m in sent[1:]))["error"]["code"] == "payload_too_large"
+    assert answer_of(sent)[0] == 413 and answer_of(sent)[1]["error"]["code"] == "payload_too_large"
     assert len(arrivals) == 1, "the body was read"
     assert not Message.objects.exists()
 
