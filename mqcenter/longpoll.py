@@ -36,7 +36,7 @@ from django.db import close_old_connections
 from mqcenter.core import metrics
 from mqcenter.core.errors import INTERNAL_ERROR, error_body, mq_error_from, retry_after
 from mqcenter.pull_batches import KeyedBatches
-from mqcenter.wsgi_bridge import read_body
+from mqcenter.wsgi_bridge import content_length, read_body
 from registry.wakeups import LoopEvent, wakeup_hub
 
 logger = logging.getLogger(__name__)
@@ -219,8 +219,8 @@ async def _respond(send: Any, status: int, body: bytes, headers: list[tuple[byte
 
 
 async def _read_body(scope: dict[str, Any], receive: Any) -> bytes | None:
-    length = dict(scope["headers"]).get(b"content-length", b"")
-    if not length.isdigit() or int(length) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+    length = content_length(scope)
+    if length is None or length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
         return None
     return await read_body(receive)
 

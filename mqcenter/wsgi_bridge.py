@@ -45,7 +45,7 @@ class WsgiBridge:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Send) -> None:
         loop = asyncio.get_running_loop()
-        length = _content_length(scope)
+        length = content_length(scope)
         body: Any
         if length is None or length > READ_AHEAD_BYTES:
             body = Body(loop, receive)
@@ -103,7 +103,7 @@ def _no_write(data: bytes) -> None:
     raise NotImplementedError("write() is not supported: return the body from the app")
 
 
-def _content_length(scope: dict[str, Any]) -> int | None:
+def content_length(scope: dict[str, Any]) -> int | None:
     """The body's announced length: 0 when none is announced, None when it comes in chunks."""
     headers = dict(scope["headers"])
     if b"transfer-encoding" in headers:

@@ -10,7 +10,6 @@ import asyncio
 import json
 from typing import Any
 
-import httpx
 import pytest
 from django.conf import settings
 from django.core.wsgi import get_wsgi_application
@@ -29,31 +28,8 @@ def token() -> str:
     return make_api(["produce:*"], Biz.objects.create(name="shop")).token
 
 
-def call(method: str, path: str, token: str = "", content: Any = None, headers: dict[str, str] | None = None) -> httpx.Response:
-    bridge = WsgiBridge(get_wsgi_application(), workers=2)
-
-    async def send() -> httpx.Response:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=bridge), base_url="http://testserver") as client:
-            auth = {"Authorization": f"Bearer {token}"} if token else {}
-            return await client.request(method, path, content=content, headers={**auth, **(headers or {})}, timeout=30)
-
-    try:
-        return asyncio.run(send())
-    finally:
-        bridge.executor.shutdown()
-
-
 def produce_body(*data: Any) -> bytes:
     return json.dumps({"messages": [{"topic": "orders", "data": d} for d in data]}).encode()
-
-
-def test_a_request_of_known_length_is_answered_whole(token: str) -> None:
-    answer = call("POST", "/api/v1/messages", token, produce_body(1, 2), {"Content-Type": "application/json"})
-    assert answer.status_code == 201, answer.text
-    assert int(answer.headers["content-length"]) == len(answer.content)
-    ids = [m["id"] for m in answer.json()["messages"]]
-    assert sorted(Message.objects.values_list("data", flat=True)) == ["1", "2"]
-    assert set(Message.objects.values_list("id", flat=True)) == set(ids)
 
 
 def scope(method: str, path: str, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
@@ -89,6 +65,19 @@ def produce_request(token: str, length: int | None) -> dict[str, Any]:
 
 def answer_of(sent: list[dict[str, Any]]) -> tuple[int, Any]:
     return sent[0]["status"], json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+
+
+def test_a_request_of_known_length_is_answered_whole(token: str) -> None:
+    body = produce_body(1, 2)
+    arrivals = [{"type": "http.request", "body": body[:10], "more_body": True},
+                {"type": "http.request", "body": body[10:], "more_body": False}]
+    sent = asgi_call(produce_request(token, len(body)), arrivals)
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
+    status, answer = answer_of(sent)
+    assert status == 201, answer
+    assert dict(sent[0]["headers"])[b"content-length"] == str(len(sent[1]["body"])).encode()
+    assert sorted(Message.objects.values_list("data", flat=True)) == ["1", "2"]
+    assert set(Message.objects.values_list("id", flat=True)) == {m["id"] for m in answer["messages"]}
 
 
 def test_a_large_body_waits_until_django_asks_for_it(token: str) -> None:
