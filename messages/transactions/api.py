@@ -27,8 +27,8 @@ ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404, 409, 413, 429, 
 
 
 def produce_request(principal: Principal, data: Any) -> tuple[int, dict[str, Any]]:
-    """A produce body, plain or transactional, to (status, answer). The one door for both
-    the DRF view and the ASGI fast path, so neither stores a transactional batch as NEW."""
+    """A produce body, plain or transactional, to (status, answer): the one place that tells
+    the two apart, so a transactional batch is never stored as NEW."""
     items = validation.produce_items(data)
     spec = data.get("transaction") if isinstance(data, dict) else None
     if spec is None:

@@ -170,21 +170,25 @@ def _principal_from_database(token: str, prefix: str) -> Principal:
     return principal
 
 
+def bearer_token(header: bytes) -> str:
+    """The token of an `Authorization: Bearer <token>` header's value, or raise Unauthenticated."""
+    parts = header.split()
+    if not parts:
+        raise Unauthenticated("Send an Authorization: Bearer <token> header.")
+    if parts[0].lower() != b"bearer" or len(parts) != 2:
+        raise Unauthenticated("Use the form Authorization: Bearer <token>.")
+    try:
+        return parts[1].decode("ascii")
+    except UnicodeDecodeError as exc:
+        raise Unauthenticated("Unknown API token.") from exc
+
+
 class TokenAuthentication(BaseAuthentication):
     """`Authorization: Bearer <token>` on every API call."""
 
     def authenticate(self, request: Request) -> tuple[Principal, str] | None:
-        header = get_authorization_header(request).split()
-        if not header:
-            raise Unauthenticated("Send an Authorization: Bearer <token> header.")
-        if header[0].lower() != b"bearer" or len(header) != 2:
-            raise Unauthenticated("Use the form Authorization: Bearer <token>.")
-        try:
-            token = header[1].decode("ascii")
-        except UnicodeDecodeError as exc:
-            raise Unauthenticated("Unknown API token.") from exc
-        principal = principal_for_token(token)
-        return principal, token
+        token = bearer_token(get_authorization_header(request))
+        return principal_for_token(token), token
 
     def authenticate_header(self, request: Request) -> str:
         return "Bearer"

@@ -16,8 +16,9 @@ import pytest
 from django.core.wsgi import get_wsgi_application
 from django.test import override_settings
 
+from messages.models import Message, Status
 from mqcenter.longpoll import LongPoll, parked_pulls
-from mqcenter.wsgi_bridge import WsgiBridge
+from mqcenter.wsgi_bridge import READ_AHEAD_BYTES, WsgiBridge
 from tests.conftest import make_api
 from topics.models import Biz
 
@@ -152,3 +153,58 @@ def test_a_burst_hands_every_waiting_pull_its_own_message(broker: Broker, tokens
     handed = [m["id"] for a in answers for m in a.json()["messages"]]
     assert sorted(handed) == sorted(m["id"] for m in stored)
     assert all(len(a.json()["messages"]) == 1 for a in answers)
+
+
+def big_pull(ids: list[int]) -> dict[str, Any]:
+    """A waiting pull carrying acks whose logs take it past the read-ahead."""
+    log = "x" * (READ_AHEAD_BYTES // len(ids) + 100)
+    return {"topic": "big", "consumer": "c", "wait_seconds": 20,
+            "results": [{"id": i, "status": "SUCCESS", "log": log} for i in ids]}
+
+
+def test_a_pull_past_the_read_ahead_is_read_only_for_a_known_token() -> None:
+    body = json.dumps(big_pull([1, 2])).encode()
+    assert len(body) > READ_AHEAD_BYTES
+    arrivals = [{"type": "http.request", "body": body, "more_body": False}]
+    sent: list[dict[str, Any]] = []
+    app = LongPoll(WsgiBridge(get_wsgi_application(), workers=2))  # type: ignore[arg-type]
+
+    async def receive() -> dict[str, Any]:
+        return arrivals.pop(0)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    request = {"type": "http", "method": "POST", "path": "/api/v1/pull", "raw_path": b"/api/v1/pull",
+               "query_string": b"", "root_path": "", "scheme": "https", "http_version": "1.1",
+               "server": ("testserver", 443), "client": ("127.0.0.1", 5000),
+               "headers": [(b"host", b"testserver"), (b"content-type", b"application/json"),
+                           (b"content-length", str(len(body)).encode()),
+                           (b"authorization", b"Bearer mq_unknown_0000000000")]}
+    try:
+        asyncio.run(app(request, receive, send))
+    finally:
+        app.app.executor.shutdown()  # type: ignore[attr-defined]
+
+    assert sent[0]["status"] == 401
+    assert json.loads(b"".join(m.get("body", b"") for m in sent[1:]))["error"]["code"] == "unauthenticated"
+    assert len(arrivals) == 1, "the body of a pull without a known token was read"
+
+
+def test_a_pull_past_the_read_ahead_with_a_known_token_still_waits(broker: Broker, tokens: dict[str, str]) -> None:
+    broker.post("/api/v1/messages", {"messages": [{"topic": "big", "data": i} for i in range(2)]}, tokens["produce"])
+    held = [m["id"] for m in broker.post("/api/v1/pull", {"topic": "big", "consumer": "c", "max_messages": 2},
+                                         tokens["consume"]).json()["messages"]]
+    answer: dict[str, httpx.Response] = {}
+    waiter = threading.Thread(target=lambda: answer.setdefault("r", broker.post(
+        "/api/v1/pull", big_pull(held), tokens["consume"])))
+    waiter.start()
+    waiting_pulls_reach(1)
+    [stored] = broker.post("/api/v1/messages", {"messages": [{"topic": "big", "data": 2}]},
+                           tokens["produce"]).json()["messages"]
+    waiter.join(timeout=25)
+
+    woken = answer["r"].json()
+    assert [m["id"] for m in woken["messages"]] == [stored["id"]]
+    assert [r["id"] for r in woken["results"]] == held
+    assert set(Message.objects.filter(id__in=held).values_list("status", flat=True)) == {Status.SUCCESS}
