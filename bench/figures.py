@@ -83,12 +83,14 @@ def produce(scale: Scale, results: Results) -> None:
     broker = _started("bench")
     try:
         load.ensure_topic(broker, "bench")
-        rates = []
+        rates, cpu = [], []
         for _ in range(scale.repeats):
             broker.truncate()
-            rates.append(load.produce_rate(broker, "bench", scale.produce_messages))
+            cpu.append({})
+            rates.append(load.produce_rate(broker, "bench", scale.produce_messages, cpu=cpu[-1]))
         results.put("mq_produce", {"unit": "msg/s", "serving": broker.serving.label,
-                                   "messages": scale.produce_messages, **summary(rates)})
+                                   "messages": scale.produce_messages, **summary(rates),
+                                   "cpu_us_per_message": {part: summary(run[part] for run in cpu) for part in cpu[0]}})
         results.put("mq_rss_after_produce", {"unit": "MB", "value": broker.rss_mb()})
     finally:
         broker.teardown()

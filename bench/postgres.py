@@ -38,10 +38,11 @@ def postgres_rows(f: dict[str, Any], fmt: Any, ratio: Any, verdict: Any) -> list
                 verdict(r >= 0.5 if r else None),
             )
         )
-    mq = f.get("mq_e2e_pg")
-    if mq and mq.get("cpu_us_per_message"):
-        split = "; ".join(
-            f"{part} {fmt(value)}" for part, value in mq["cpu_us_per_message"].items()
-        )
-        rows.append(("  where the CPU goes on PostgreSQL, µs per message", split, "", "info", ""))
+    for name, what in (("mq_produce_pg", "a produce"), ("mq_e2e_pg", "end to end")):
+        mq = f.get(name)
+        if mq and mq.get("cpu_us_per_message"):
+            split = "; ".join(
+                f"{part} {fmt(value)}" for part, value in mq["cpu_us_per_message"].items()
+            )
+            rows.append((f"  where the CPU goes on PostgreSQL ({what}), µs per message", split, "", "info", ""))
     return rows

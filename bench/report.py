@@ -57,6 +57,14 @@ def _fanout_rows(f: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
     return rows
 
 
+def _cpu_rows(figure: dict[str, Any] | None) -> list[tuple[str, str, str, str, str]]:
+    """Where a throughput figure's CPU went, when it measured that."""
+    if not figure or not figure.get("cpu_us_per_message"):
+        return []
+    split = "; ".join(f"{part} {_fmt(value)}" for part, value in figure["cpu_us_per_message"].items())
+    return [("  where the CPU goes, µs per message", split, "2 cores = 2,000,000 µs/s", "info", "")]
+
+
 def table(data: dict[str, Any]) -> str:
     f = data.get("figures", {})
     rows: list[tuple[str, str, str, str, str]] = []  # figure, MQ Center, baseline, target, verdict
@@ -69,6 +77,7 @@ def table(data: dict[str, Any]) -> str:
     if dbt:
         rows.append(("  (same work incl. trace rows)", "", f"DB limit insert + traces {_fmt(dbt)}; ratio "
                      f"{_ratio(mq, dbt) or 0:.2f}", "info", ""))
+    rows += _cpu_rows(mq)
 
     mq, db = f.get("mq_e2e"), f.get("dblimit_claim_ack")
     r = _ratio(mq, db)
@@ -88,9 +97,7 @@ def table(data: dict[str, Any]) -> str:
     http = f.get("mq_http_pull_ack")
     if http:
         rows.append(("  HTTP pull 100 + ack 100, 4 threads (no SDK)", _fmt(http), "", "info", ""))
-    if mq and mq.get("cpu_us_per_message"):
-        split = "; ".join(f"{part} {_fmt(value)}" for part, value in mq["cpu_us_per_message"].items())
-        rows.append(("  where the CPU goes, µs per message", split, "2 cores = 2,000,000 µs/s", "info", ""))
+    rows += _cpu_rows(mq)
 
     rows += postgres_rows(f, _fmt, _ratio, _verdict)
     rows += _fanout_rows(f)
