@@ -76,6 +76,10 @@ class Message(models.Model):
 
     class Meta:
         db_table = "mq_message"
+        # An index whose readers order by id after its columns names `id` last. InnoDB and
+        # SQLite append the primary key to every index entry anyway; PostgreSQL does not, and
+        # without it sorts the whole range on each read (a claim on a backlog of 100,000: 40-60
+        # ms against 0.1, messages migration 0013).
         indexes = [
             # queue claims: WHERE topic, group, status='NEW', effect_time <= now ORDER BY
             # priority DESC, effect_time, id (InnoDB appends the primary key). Finished rows
@@ -85,7 +89,7 @@ class Message(models.Model):
             # delayed message, the sharded claim, the scheduled list, counts by effect_time)
             # read one range per priority level (messages/delivery/sql.py, `in_time_order`):
             # a second index in that order would be rewritten by every claim and ack too.
-            models.Index(fields=["topic", "group_name", "status", "-priority", "effect_time"], name="ix_msg_priority"),
+            models.Index(fields=["topic", "group_name", "status", "-priority", "effect_time", "id"], name="ix_msg_priority"),
             # serial claims and backlog ordering: the lowest id of a group in a status.
             models.Index(fields=["topic", "group_name", "status", "id"], name="ix_msg_order"),
             # sharded claims (head of a key) and key search with or without a topic. On
@@ -95,7 +99,7 @@ class Message(models.Model):
             models.Index(fields=["key", "topic", "group_name", "status"], name="ix_msg_key"),
             # fair queue claims (claims/fair.py): the next keys with due NEW messages, a
             # loose scan that jumps key to key, and the oldest due rows of each key.
-            models.Index(fields=["topic", "group_name", "status", "key", "effect_time"], name="ix_msg_fair"),
+            models.Index(fields=["topic", "group_name", "status", "key", "effect_time", "id"], name="ix_msg_fair"),
             # status filters in keyset (id) order; lease recovery reads the few RUNNING rows.
             models.Index(fields=["status", "id"], name="ix_msg_status"),
             # topic filters in keyset order (console and search without a group).
@@ -107,7 +111,7 @@ class Message(models.Model):
             models.Index(fields=["status", "expires_at"], name="ix_msg_expiry"),
             # the stats flush's successes held by their rows: SUCCESS rows in (update_time,
             # id) order after its watermark (messages/stats/row_acks.py).
-            models.Index(fields=["status", "update_time"], name="ix_msg_finished"),
+            models.Index(fields=["status", "update_time", "id"], name="ix_msg_finished"),
         ]
         constraints = [
             models.UniqueConstraint(

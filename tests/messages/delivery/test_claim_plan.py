@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -113,6 +113,33 @@ def test_it_claims_by_priority_along_its_index_without_sorting_or_reading_finish
     in_claim_order = sorted(rows, key=lambda m: (-m.priority, m.effect_time, m.id))
     assert [m.id for m in rows] == [m.id for m in in_claim_order]
     assert (rows[0].priority, rows[-1].priority) == (9, 0)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL plans")
+def test_on_postgresql_a_claim_reads_its_rows_along_the_index_without_sorting_the_backlog() -> None:
+    """PostgreSQL does not hold the primary key in an index entry: the claim's index names
+    `id` last, or every claim sorts every due row of its group."""
+    fill(3000, Status.NEW, priorities=10)
+    from messages.delivery import sql
+
+    with CaptureQueriesContext(connection) as queries, transaction.atomic():
+        claimed = sql.claimable_rows("busy", "default", timezone.now(), 100, lock=True)
+    assert len(claimed) == 100
+    [claim] = [q["sql"] for q in queries.captured_queries if "FOR UPDATE" in q["sql"]]
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + claim)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "Index Scan using ix_msg_priority" in plan and "Sort" not in plan, plan
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL indexes")
+def test_on_postgresql_the_indexes_read_in_id_order_end_with_it() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'mq_message'"
+                       " AND indexname IN ('ix_msg_priority', 'ix_msg_fair', 'ix_msg_finished')")
+        definitions = dict(cursor.fetchall())
+    assert len(definitions) == 3
+    assert all(d.endswith(", id)") for d in definitions.values()), definitions
 
 
 @pytest.mark.skipif(connection.vendor != "mysql", reason="MySQL/MariaDB plans")
