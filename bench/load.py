@@ -31,7 +31,7 @@ from bench.common import (
     pids_named,
     redis_client,
 )
-from bench.dblimit import INSERT_MESSAGE, message_row
+from bench.dblimit import INSERT_MESSAGE, analyze, message_row
 
 THREADS = 4
 BATCH = 100
@@ -109,6 +109,7 @@ def sql_fill(broker: BenchBroker, topic: str, messages: int, group: str = "defau
             conn.commit()
     finally:
         conn.close()
+    analyze(broker.database)
 
 
 #: Finished messages a table in service holds before a figure that inserts in bulk runs on it.
