@@ -116,6 +116,32 @@ def cpu_seconds(pids: Iterable[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def _ticks(pids: Iterable[int]) -> dict[int, int]:
+    """User + system CPU clock ticks of each process so far (one that is gone is left out)."""
+    ticks = {}
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks[pid] = int(fields[11]) + int(fields[12])
+    return ticks
+
+
+class CpuMeter:
+    """CPU seconds each part's processes use from now until `used()`, counting the processes
+    a part starts meanwhile (PostgreSQL starts one per connection); each part is a function
+    listing its processes."""
+
+    def __init__(self, parts: dict[str, Callable[[], Iterable[int]]]) -> None:
+        self.parts = parts
+        self.before = {part: _ticks(find()) for part, find in parts.items()}
+
+    def used(self) -> dict[str, float]:
+        return {part: sum(t - self.before[part].get(pid, 0) for pid, t in _ticks(find()).items())
+                / os.sysconf("SC_CLK_TCK") for part, find in self.parts.items()}
+
+
 def pids_named(name: str) -> list[int]:
     """Processes whose command name is `name` (e.g. the database server)."""
     found = []

@@ -25,7 +25,7 @@ from bench.common import (
     REDIS_URL,
     ROOT,
     BenchBroker,
-    cpu_seconds,
+    CpuMeter,
     db_connect,
     payload,
     pids_named,
@@ -35,6 +35,7 @@ from bench.dblimit import INSERT_MESSAGE, analyze, message_row
 
 THREADS = 4
 BATCH = 100
+DB_PART = "postgresql" if DB_PROCESS == "postgres" else "mariadb"
 
 
 def _client(broker: BenchBroker) -> httpx.Client:
@@ -86,12 +87,10 @@ def produce_rate(broker: BenchBroker, topic: str, messages: int, threads: int = 
                 sent += n
         return sent
 
-    parts = {"broker": broker.pids(), ("postgresql" if DB_PROCESS == "postgres" else "mariadb"): pids_named(DB_PROCESS),
-             "producers": [os.getpid()]}
-    before = {part: cpu_seconds(pids) for part, pids in parts.items()}
+    meter = CpuMeter({"broker": broker.pids, DB_PART: lambda: pids_named(DB_PROCESS), "producers": lambda: [os.getpid()]})
     seconds, counts = _in_threads(threads, work)
     if cpu is not None:
-        cpu.update({part: (cpu_seconds(pids) - before[part]) / sum(counts) * 1e6 for part, pids in parts.items()})
+        cpu.update({part: used / sum(counts) * 1e6 for part, used in meter.used().items()})
     return sum(counts) / seconds
 
 
@@ -250,16 +249,16 @@ def sdk_e2e_rate(broker: BenchBroker, topic: str, messages: int, processes: int 
     with SdkConsumers(broker, topic, processes) as consumers:
         if cpu is None:
             return drain_rate(counter, messages)
-        parts = {"broker": broker.pids(), "sdk consumers": [p.pid for p in consumers.procs],
-                 ("postgresql" if DB_PROCESS == "postgres" else "mariadb"): pids_named(DB_PROCESS),
-                 "redis": pids_named("redis-server")}
+        parts: dict[str, Callable[[], list[int]]] = {
+            "broker": broker.pids, "sdk consumers": lambda: [p.pid for p in consumers.procs],
+            DB_PART: lambda: pids_named(DB_PROCESS), "redis": lambda: pids_named("redis-server")}
         deadline = time.monotonic() + 120
         while (started_at := counter()) == 0 and time.monotonic() < deadline:
             time.sleep(0.005)
-        before = {part: cpu_seconds(pids) for part, pids in parts.items()}
+        meter = CpuMeter(parts)
         rate = drain_rate(counter, messages)
         handled = max(1, counter() - started_at)
-        cpu.update({part: (cpu_seconds(pids) - before[part]) / handled * 1e6 for part, pids in parts.items()})
+        cpu.update({part: used / handled * 1e6 for part, used in meter.used().items()})
         return rate
 
 
