@@ -131,7 +131,7 @@ def _ticks(pids: Iterable[int]) -> dict[int, int]:
 class CpuMeter:
     """CPU seconds each part's processes use from now until `used()`, counting the processes
     a part starts meanwhile (PostgreSQL starts one per connection); each part is a function
-    listing its processes."""
+    listing its processes. A process that ends before `used()` is not counted at all."""
 
     def __init__(self, parts: dict[str, Callable[[], Iterable[int]]]) -> None:
         self.parts = parts

@@ -155,7 +155,7 @@ def claimable_rows(topic: str, group: str, now: datetime, limit: int, *, lock: b
 
 
 # --- a group's NEW rows in (effect_time, id) order, whatever their priority ----------------
-# `ix_msg_priority` (topic, group_name, status, -priority, effect_time) holds them in that
+# `ix_msg_priority` (topic, group_name, status, -priority, effect_time, id) holds them in that
 # order within each priority level; a second index in (topic, group_name, status,
 # effect_time) order would be rewritten by every claim and every ack as well (docs/
 # benchmarks.md, "Indexes and status changes"). So these readers take the first `limit` rows

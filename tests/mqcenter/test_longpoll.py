@@ -17,6 +17,7 @@ from django.core.wsgi import get_wsgi_application
 from django.test import override_settings
 
 from messages.models import Message, Status
+from mqcenter.core.auth import principal_for_token
 from mqcenter.longpoll import LongPoll, parked_pulls
 from mqcenter.wsgi_bridge import READ_AHEAD_BYTES, WsgiBridge
 from tests.conftest import make_api
@@ -162,7 +163,11 @@ def big_pull(ids: list[int]) -> dict[str, Any]:
             "results": [{"id": i, "status": "SUCCESS", "log": log} for i in ids]}
 
 
-def test_a_pull_past_the_read_ahead_is_read_only_for_a_known_token() -> None:
+@pytest.mark.parametrize("tokens_sent", [[], ["mq_unknown_0000000000"], ["known", "known"]],
+                         ids=["no token", "an unknown token", "a known token twice"])
+def test_a_pull_past_the_read_ahead_is_read_only_for_a_known_token(tokens_sent: list[str]) -> None:
+    known = make_api(["consume:*"], Biz.objects.create(name="shop")).token
+    principal_for_token(known)  # as the consumer's earlier pulls left it: in the token cache
     body = json.dumps(big_pull([1, 2])).encode()
     assert len(body) > READ_AHEAD_BYTES
     arrivals = [{"type": "http.request", "body": body, "more_body": False}]
@@ -175,12 +180,12 @@ def test_a_pull_past_the_read_ahead_is_read_only_for_a_known_token() -> None:
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
+    authorization = [(b"authorization", f"Bearer {known if t == 'known' else t}".encode()) for t in tokens_sent]
     request = {"type": "http", "method": "POST", "path": "/api/v1/pull", "raw_path": b"/api/v1/pull",
                "query_string": b"", "root_path": "", "scheme": "https", "http_version": "1.1",
                "server": ("testserver", 443), "client": ("127.0.0.1", 5000),
                "headers": [(b"host", b"testserver"), (b"content-type", b"application/json"),
-                           (b"content-length", str(len(body)).encode()),
-                           (b"authorization", b"Bearer mq_unknown_0000000000")]}
+                           (b"content-length", str(len(body)).encode()), *authorization]}
     try:
         asyncio.run(app(request, receive, send))
     finally:
