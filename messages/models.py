@@ -96,7 +96,7 @@ class Message(models.Model):
             # MySQL/MariaDB it holds the generated `key_status` in place of `status` (migration
             # 0011: the status of a message with a key, NULL without one), so the claim and the
             # ack of a message without a key leave its entry alone.
-            models.Index(fields=["key", "topic", "group_name", "status", "id"], name="ix_msg_key"),
+            models.Index(fields=["key", "topic", "group_name", "status"], name="ix_msg_key"),
             # fair queue claims (claims/fair.py): the next keys with due NEW messages, a
             # loose scan that jumps key to key, and the oldest due rows of each key.
             models.Index(fields=["topic", "group_name", "status", "key", "effect_time", "id"], name="ix_msg_fair"),

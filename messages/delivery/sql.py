@@ -294,14 +294,8 @@ def per_key(topic: str, group: str, keys: Collection[str], status: str, *, head:
                 [*keys, topic, group, status],
             )
             return dict(cursor.fetchall())
-    rows = Message.objects.filter(topic=topic, group_name=group, status=status)
-    if not head or not connection.features.supports_slicing_ordering_in_compound:  # SQLite: plain
-        by_key = rows.filter(key__in=keys).values("key")
-        return dict(by_key.annotate(n=Min("id") if head else Count("id")).values_list("key", "n"))
-    # One index probe per key, along `ix_msg_key` (key, topic, group_name, status, id): a
-    # MIN(id) ... GROUP BY reads every row of each key in that status, its whole backlog.
-    firsts = [rows.filter(key=key).order_by("id").values_list("key", "id")[:1] for key in keys]
-    return dict(firsts[0].union(*firsts[1:], all=True))
+    rows = Message.objects.filter(key__in=keys, topic=topic, group_name=group, status=status).values("key")
+    return dict(rows.annotate(n=Min("id") if head else Count("id")).values_list("key", "n"))
 
 
 def expired_ids(now: datetime, limit: int) -> list[int]:

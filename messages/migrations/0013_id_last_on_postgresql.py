@@ -1,6 +1,6 @@
-"""`ix_msg_priority`, `ix_msg_fair`, `ix_msg_finished` and `ix_msg_key` end with `id`, the
-order their readers take after the indexed columns (claims, a fair key's oldest rows, the
-stats flush's successes, a key's first message). InnoDB and SQLite already hold the primary key at the end of every index entry,
+"""`ix_msg_priority`, `ix_msg_fair` and `ix_msg_finished` end with `id`, the order their
+readers take after the indexed columns (claims, a fair key's oldest rows, the stats flush's
+successes). InnoDB and SQLite already hold the primary key at the end of every index entry,
 so on them this changes the model only. On PostgreSQL the new indexes are built under
 temporary names while the old ones serve (writes wait for the builds, reads go on), then
 take the old ones' names; a claim on a deep backlog then reads its rows along the index
@@ -12,7 +12,6 @@ WITHOUT_ID = {
     "ix_msg_priority": ["topic", "group_name", "status", "-priority", "effect_time"],
     "ix_msg_fair": ["topic", "group_name", "status", "key", "effect_time"],
     "ix_msg_finished": ["status", "update_time"],
-    "ix_msg_key": ["key", "topic", "group_name", "status"],
 }
 WITH_ID = {name: [*fields, "id"] for name, fields in WITHOUT_ID.items()}
 

@@ -133,41 +133,13 @@ def test_on_postgresql_a_claim_reads_its_rows_along_the_index_without_sorting_th
     assert "Index Scan using ix_msg_priority" in plan and "Sort" not in plan, plan
 
 
-def test_it_finds_the_first_message_of_each_key_in_a_status() -> None:
-    fill(5000, Status.NEW, topic="other")  # older rows of another topic, first in id order
-    now = timezone.now()
-    Message.objects.bulk_create([
-        Message(topic="busy", group_name="default", data="1", key=f"k{n % 3}", add_time=now, update_time=now,
-                effect_time=now, status=Status.SUCCESS if n < 30 else Status.NEW)
-        for n in range(600)
-    ])
-    from messages.delivery import sql
-
-    new = Message.objects.filter(topic="busy", group_name="default", status=Status.NEW)
-    first = {key: new.filter(key=key).order_by("id").values_list("id", flat=True)[0] for key in ("k0", "k1", "k2")}
-    assert sql.per_key("busy", "default", ["k0", "k1", "k2", "absent"], Status.NEW, head=True) == first
-    assert sql.per_key("busy", "default", {"k1"}, Status.NEW, head=True) == {"k1": first["k1"]}
-    assert sql.per_key("busy", "default", ["k0", "k2"], Status.SUCCESS, head=False) == {"k0": 10, "k2": 10}
-    if connection.vendor != "postgresql":
-        return
-    with CaptureQueriesContext(connection) as queries:
-        sql.per_key("busy", "default", ["k0", "k1", "k2"], Status.NEW, head=True)
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE mq_message")
-        cursor.execute("EXPLAIN " + queries.captured_queries[-1]["sql"])
-        plan = "\n".join(row[0] for row in cursor.fetchall())
-    # one probe per key along the index, not every row of each key
-    assert plan.count("Index Only Scan using ix_msg_key") + plan.count("Index Scan using ix_msg_key") == 3, plan
-    assert not [step for step in ("Aggregate", "Sort", "Seq Scan") if step in plan], plan
-
-
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL indexes")
 def test_on_postgresql_the_indexes_read_in_id_order_end_with_it() -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'mq_message'"
-                       " AND indexname IN ('ix_msg_priority', 'ix_msg_fair', 'ix_msg_finished', 'ix_msg_key')")
+                       " AND indexname IN ('ix_msg_priority', 'ix_msg_fair', 'ix_msg_finished')")
         definitions = dict(cursor.fetchall())
-    assert len(definitions) == 4
+    assert len(definitions) == 3
     assert all(d.endswith(", id)") for d in definitions.values()), definitions
 
 
