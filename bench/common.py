@@ -106,14 +106,7 @@ def machine_load() -> float:
 
 def cpu_seconds(pids: Iterable[int]) -> float:
     """User + system CPU the processes used so far (those that are gone count nothing)."""
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
-    return total / os.sysconf("SC_CLK_TCK")
+    return sum(_ticks(pids).values()) / os.sysconf("SC_CLK_TCK")
 
 
 def _ticks(pids: Iterable[int]) -> dict[int, int]:
@@ -124,7 +117,7 @@ def _ticks(pids: Iterable[int]) -> dict[int, int]:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        ticks[pid] = int(fields[11]) + int(fields[12])
+        ticks[pid] = int(fields[11]) + int(fields[12])  # utime + stime
     return ticks
 
 

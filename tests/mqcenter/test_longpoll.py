@@ -21,6 +21,7 @@ from mqcenter.core.auth import principal_for_token
 from mqcenter.longpoll import LongPoll, parked_pulls
 from mqcenter.wsgi_bridge import READ_AHEAD_BYTES, WsgiBridge
 from tests.conftest import make_api
+from tests.support.asgi import asgi_messages, http_scope
 from topics.models import Biz
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -171,25 +172,14 @@ def test_a_pull_past_the_read_ahead_is_read_only_for_a_known_token(tokens_sent: 
     body = json.dumps(big_pull([1, 2])).encode()
     assert len(body) > READ_AHEAD_BYTES
     arrivals = [{"type": "http.request", "body": body, "more_body": False}]
-    sent: list[dict[str, Any]] = []
-    app = LongPoll(WsgiBridge(get_wsgi_application(), workers=2))  # type: ignore[arg-type]
-
-    async def receive() -> dict[str, Any]:
-        return arrivals.pop(0)
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
     authorization = [(b"authorization", f"Bearer {known if t == 'known' else t}".encode()) for t in tokens_sent]
-    request = {"type": "http", "method": "POST", "path": "/api/v1/pull", "raw_path": b"/api/v1/pull",
-               "query_string": b"", "root_path": "", "scheme": "https", "http_version": "1.1",
-               "server": ("testserver", 443), "client": ("127.0.0.1", 5000),
-               "headers": [(b"host", b"testserver"), (b"content-type", b"application/json"),
-                           (b"content-length", str(len(body)).encode()), *authorization]}
+    request = http_scope("POST", "/api/v1/pull", [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *authorization])
+    bridge = WsgiBridge(get_wsgi_application(), workers=2)
     try:
-        asyncio.run(app(request, receive, send))
+        sent = asgi_messages(LongPoll(bridge), request, arrivals)  # type: ignore[arg-type]
     finally:
-        app.app.executor.shutdown()  # type: ignore[attr-defined]
+        bridge.executor.shutdown()
 
     assert sent[0]["status"] == 401
     assert json.loads(b"".join(m.get("body", b"") for m in sent[1:]))["error"]["code"] == "unauthenticated"

@@ -6,7 +6,6 @@ runs nothing."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -18,6 +17,7 @@ from django.test import override_settings
 from messages.models import Message
 from mqcenter.wsgi_bridge import READ_AHEAD_BYTES, WsgiBridge
 from tests.conftest import make_api
+from tests.support.asgi import asgi_messages, http_scope
 from topics.models import Biz
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -32,34 +32,19 @@ def produce_body(*data: Any) -> bytes:
     return json.dumps({"messages": [{"topic": "orders", "data": d} for d in data]}).encode()
 
 
-def scope(method: str, path: str, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
-    return {"type": "http", "method": method, "path": path, "raw_path": path.encode(), "query_string": b"",
-            "root_path": "", "scheme": "http", "http_version": "1.1", "server": ("testserver", 80),
-            "client": ("127.0.0.1", 5000), "headers": [(b"host", b"testserver"), *headers]}
-
-
 def asgi_call(request: dict[str, Any], arrivals: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The messages the bridge sends for `request`, whose body comes as `arrivals` (those
     it never asked for are left in the list)."""
     bridge = WsgiBridge(get_wsgi_application(), workers=2)
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return arrivals.pop(0)
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
     try:
-        asyncio.run(bridge(request, receive, send))
+        return asgi_messages(bridge, request, arrivals)
     finally:
         bridge.executor.shutdown()
-    return sent
 
 
 def produce_request(token: str, length: int | None) -> dict[str, Any]:
     size = [(b"content-length", str(length).encode())] if length is not None else [(b"transfer-encoding", b"chunked")]
-    return scope("POST", "/api/v1/messages", [
+    return http_scope("POST", "/api/v1/messages", [
         (b"content-type", b"application/json"), (b"authorization", f"Bearer {token}".encode()), *size])
 
 
@@ -126,7 +111,7 @@ def test_a_body_over_the_limit_is_refused_unread(token: str) -> None:
 def test_a_streaming_answer_is_sent_chunk_by_chunk() -> None:
     # WhiteNoise streams a static file in blocks.
     path = settings.BASE_DIR / "static" / "console" / "htmx.min.js"
-    sent = asgi_call(scope("GET", "/static/console/htmx.min.js", []), [{"type": "http.request", "body": b""}])
+    sent = asgi_call(http_scope("GET", "/static/console/htmx.min.js", []), [{"type": "http.request", "body": b""}])
     assert sent[0]["status"] == 200
     chunks = [m["body"] for m in sent[1:] if m["body"]]
     assert len(chunks) > 1

@@ -1,6 +1,6 @@
 """A test client with the Django test client's calling convention that sends every request
-through the broker's whole ASGI application (`mqcenter.asgi.application`): the fast path
-for pull and ack, Django behind it for the rest. Its event loop runs on its own thread, as
+through the broker's whole ASGI application (`mqcenter.asgi.application`): the long-poll
+layer for pulls, Django behind it for everything. Its event loop runs on its own thread, as
 uvicorn's does, so requests from several test threads wait concurrently."""
 
 from __future__ import annotations
@@ -75,3 +75,25 @@ class AsgiClient:
 
 def _bytes(data: Any) -> bytes:
     return data if isinstance(data, bytes) else str(data).encode()
+
+
+def http_scope(method: str, path: str, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
+    """An ASGI HTTP scope as uvicorn builds it, with these headers after `Host`."""
+    return {"type": "http", "method": method, "path": path, "raw_path": path.encode(), "query_string": b"",
+            "root_path": "", "scheme": "http", "http_version": "1.1", "server": ("testserver", 80),
+            "client": ("127.0.0.1", 5000), "headers": [(b"host", b"testserver"), *headers]}
+
+
+def asgi_messages(app: Any, request: dict[str, Any], arrivals: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages `app` sends for `request`, whose body comes as `arrivals` (those it never
+    asked for are left in the list)."""
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return arrivals.pop(0)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(app(request, receive, send))
+    return sent
