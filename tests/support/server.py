@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +134,7 @@ class BrokerServer:
             **(extra_env or {}),
         }
         self.processes: dict[int, subprocess.Popen[bytes]] = {}
+        self.started_at: dict[int, datetime] = {}  # UTC, when each port's process was started
         self.token = ""
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -163,6 +165,7 @@ class BrokerServer:
     def start(self, port: int | None = None) -> str:
         """Start one broker process; returns its base URL once it answers /healthz."""
         port = port or free_port()
+        self.started_at[port] = datetime.now(UTC).replace(tzinfo=None)
         log = open(ROOT / "var" / f"{self.database}-{port}.log", "ab")  # noqa: SIM115
         proc = subprocess.Popen(
             self.command(port), cwd=ROOT, env=self.process_env(port), stdout=log, stderr=subprocess.STDOUT,
@@ -198,10 +201,14 @@ class BrokerServer:
         )
 
     def waiting_pulls(self) -> int:
-        """Long-polls waiting in the live broker processes, as each last heartbeat them."""
-        [(count,)] = self.sql("SELECT COALESCE(SUM(waiting_pulls), 0) FROM mq_registry_broker "
-                              "WHERE last_heartbeat >= UTC_TIMESTAMP(6) - INTERVAL 1 SECOND")
-        return int(count)
+        """Long-polls waiting in the broker processes this server runs, as each last heartbeat
+        them. Not a freshness window: a loaded machine can delay a live process's heartbeat
+        past any short one, and a long one would count a killed process's last word. Rows
+        of a process killed earlier on the same port are older than its successor's start."""
+        live = {port: self.started_at[port] for port, proc in self.processes.items() if proc.poll() is None}
+        rows = self.sql("SELECT url, last_heartbeat, waiting_pulls FROM mq_registry_broker")
+        return sum(int(waiting) for url, beat, waiting in rows
+                   if (started := live.get(int(url.rsplit(":", 1)[1]))) is not None and beat >= started)
 
     def sql(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
         """Read the broker's database directly (to check what is really stored)."""
