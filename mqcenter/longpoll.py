@@ -22,6 +22,7 @@ time of one dispatched through Django again (the thread's hops, middleware, DRF,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -42,6 +43,7 @@ from mqcenter.core.errors import (
     mq_error_from,
     retry_after,
 )
+from mqcenter.handoffs import offers
 from mqcenter.pull_batches import KeyedBatches
 from mqcenter.wsgi_bridge import READ_AHEAD_BYTES, content_length, read_body
 from registry.wakeups import LoopEvent, wakeup_hub
@@ -52,6 +54,7 @@ ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 PULL_PATH = "/api/v1/pull"
 SCOPE_KEY = "mq.longpoll"
 _DROPPED = {b"content-length", b"content-type"}
+_NO_OFFER = contextlib.nullcontext(None)
 
 
 class ParkedPull(NamedTuple):
@@ -117,9 +120,7 @@ class LongPoll:
                 _parked += 1  # on the event loop's thread only
                 try:
                     while seconds is not None:
-                        await wake.wait(seconds)
-                        wake.clear()
-                        status, answer, seconds, extra = await _claim_again(pull, max(0.0, deadline - time.monotonic()))
+                        status, answer, seconds, extra = await _wait_then_attempt(pull, wake, seconds, deadline)
                 finally:
                     _parked -= 1
                 await _respond(send, status, answer, headers + extra)
@@ -152,6 +153,19 @@ class LongPoll:
 
 
 Attempt = tuple[int, bytes, float | None, list[tuple[bytes, bytes]]]
+
+
+async def _wait_then_attempt(pull: ParkedPull, wake: LoopEvent, seconds: float, deadline: float) -> Attempt:
+    """Wait for a wake hint or the park's timeout, open meanwhile to a hand-off from a
+    produce of this process (`mqcenter.handoffs`); then answer the rows handed over, or
+    attempt again. A handed answer is rendered here, on the loop: a claim's few rows, not
+    worth a hop to a thread."""
+    with offers.opened(pull.key, pull.spec, wake) if pull.key is not None else _NO_OFFER as offer:
+        await wake.wait(seconds)
+    wake.clear()
+    if offer is not None and offer.taken and (handed := await offer.settled()):
+        return 200, pull.answer(handed), None, []
+    return await _claim_again(pull, max(0.0, deadline - time.monotonic()))
 
 
 def _executor() -> ThreadPoolExecutor:

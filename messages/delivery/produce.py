@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from messages.delivery import sql
 from messages.delivery.dedup import dedup_refuse, dedup_windows_passed
+from messages.delivery.handoff import HandOff
 from messages.delivery.sql_insert import NewMessage, insert_statements, insert_values
 from messages.models import DEFAULT_PRIORITY, Message, Status
 from messages.overflow import backlog_make_room
@@ -145,17 +146,26 @@ def _produce(principal: Principal, items: list[ProduceItem], names: set[str]) ->
         and not connection.in_atomic_block
         and all(topic.max_backlog is None for topic in topics.values())  # a cap locks in a transaction
     )
+    # Inside a caller's transaction the commit comes later: nothing is handed off then.
+    hands_off = not connection.in_atomic_block
     for attempt in range(DEDUP_RACE_RETRIES + 1):
+        handoff = HandOff()
         try:
             with contextlib.nullcontext() if one_statement else sql.short_transaction():
                 subscribed = {
                     name: _subscriptions(topics[name]) for name in sorted(published)  # sorted: one lock order
                 }
-                results, woken = _store(principal, items, topics, subscribed, look_up_dedup=attempt > 0)
+                results, woken = _store(principal, items, topics, subscribed, look_up_dedup=attempt > 0,
+                                        handoff=handoff if hands_off else None)
         except IntegrityError:
+            handoff.decline()
             if attempt < DEDUP_RACE_RETRIES:
                 continue
             raise
+        except BaseException:
+            handoff.decline()
+            raise
+        handoff.fulfil()
         for name, copies_to in subscribed.items():
             if copies_to == _NO_SUBSCRIBER:  # the topic had no subscriber: `default` keeps them
                 groups_address(topic=topics[name], names=[DEFAULT_GROUP], required=False)
@@ -186,12 +196,13 @@ def _subscriptions(topic: Topic) -> list[Subscription]:
 
 def _store(
     principal: Principal, items: list[ProduceItem], topics: dict[str, Topic], subscribed: dict[str, list[Subscription]],
-    *, look_up_dedup: bool,
+    *, look_up_dedup: bool, handoff: HandOff | None = None,
 ) -> tuple[list[ProduceResult], Counter[tuple[str, str]]]:
     """Insert the batch. No trace row: a message's "produced" event is its row (`producer`,
-    `add_time`). Returns the results and how many messages each (topic, group) got, to
-    wake that many waiting pulls. Without `look_up_dedup`, a dedup key already stored fails the insert
-    (IntegrityError) instead of answering the duplicate."""
+    `add_time`). Returns the results and how many messages each (topic, group) got that no
+    pull of this process was handed (`handoff`), to wake that many waiting pulls. Without
+    `look_up_dedup`, a dedup key already stored fails the insert (IntegrityError) instead of
+    answering the duplicate."""
     now = timezone.now()
     producer = principal.name[:200]
     rows: list[NewMessage] = []
@@ -240,14 +251,19 @@ def _store(
     if repeated:
         dedup_refuse(items, repeated)
     backlog_make_room(fresh, topics, now=now)
-    ids = insert_values(Message, fresh, return_ids=True)
+    # A message handed to a waiting pull is stored leased to it; the answer still says NEW,
+    # the state the produce gave it, as for every other fresh message.
+    ids = insert_values(Message, handoff.lease(fresh, now) if handoff is not None else fresh, return_ids=True)
     skipped_record(skipped)
     results = [
         step if isinstance(step, ProduceResult)
         else ProduceResult(ids[step[0]], fresh[step[0]].topic, fresh[step[0]].group_name, Status.NEW, step[1], step[2])
         for step in plan
     ]
-    return results, Counter((r.topic, r.group_name) for r in fresh)
+    if not handoff:
+        return results, Counter((r.topic, r.group_name) for r in fresh)
+    handoff.ids = ids
+    return results, Counter((r.topic, r.group_name) for i, r in enumerate(fresh) if not handoff.handed(i))
 
 
 def _count(results: list[ProduceResult]) -> None:

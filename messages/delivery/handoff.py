@@ -1,0 +1,133 @@
+"""The hand-off: a message produced while a pull of its group waits in this broker process
+is stored already leased to that pull, and the pull answers it after the produce's commit.
+One transaction per delivery instead of two (the produce's and the woken pull's claim),
+which is most of an idle delivery's time (`bench/results/ab_issue40.md`).
+
+The stored row is what a claim would have made of it (RUNNING, attempt 1, the lease, the
+pull's time and rank), so acks, lease recovery and the trace read it as any pulled row;
+a pull that never answers (its client gone, its broker killed) leaves a lease that runs
+out as after any answer lost on the way.
+
+Only where a claim would have taken the message at once and alone: a due, unexpired NEW
+message of a queue-mode group without flow control or fair keys, neither paused, for a pull
+whose token may consume the topic. Serial, sharded, gated and fair groups order or limit
+their deliveries under the group's lock: they keep the claim. Pulls waiting in other
+processes are woken as before (`registry.wakeups`).
+"""
+
+from __future__ import annotations
+
+import collections
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+
+from messages.delivery.lifecycle import lease_expiry
+from messages.delivery.sql_insert import NewMessage
+from messages.models import Message, Status
+from messages.stats.live import live_moved
+from mqcenter.core import metrics
+from mqcenter.handoffs import Offer, offers
+from registry.services import rank_cache
+from topics.cache import topic_cache
+from topics.models import DeliveryMode
+
+# A produced row with the lease columns a claim sets (NULL where nothing was handed), built
+# from NewMessage's fields so that the two cannot drift apart.
+_LEASE_FIELDS = ("lease_owner", "lease_expires_at", "pulled_at", "pulled_rank", "pulled_total")
+
+
+def _leased_row_type() -> Any:
+    return collections.namedtuple("LeasedMessage", (*NewMessage._fields, *_LEASE_FIELDS))  # type: ignore[misc]
+
+
+LeasedMessage = _leased_row_type()
+_NO_LEASE = (None, None, None, None, None)
+_NOT_HANDED = object()
+
+
+class HandOff:
+    """The offers a produce took, and which of its rows each gets."""
+
+    def __init__(self) -> None:
+        self.taken: list[tuple[Offer, list[int]]] = []  # (offer, indexes of the rows it gets)
+        self.rows: list[Any] = []  # as inserted
+        self.ids: list[int] = []  # as stored, once inserted
+        self._handed: set[int] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self.taken)
+
+    def lease(self, rows: list[NewMessage], now: datetime) -> list[Any]:
+        """Take the open offers these rows may go to; answers the rows to insert (all
+        `LeasedMessage` if any is handed, else `rows` as they are)."""
+        if not offers:
+            return rows
+        filling: dict[tuple[str, str], tuple[Offer, list[int]]] = {}
+        for index, row in enumerate(rows):
+            if not _deliverable(row, now):
+                continue
+            pair = (row.topic, row.group_name)
+            current = filling.get(pair)
+            if current is None or len(current[1]) >= current[0].spec.max_messages:
+                biz_id = _queue_group_biz(*pair)
+                if biz_id is _NOT_HANDED:
+                    continue
+                offer = offers.take(pair, lambda spec, topic=row.topic, biz_id=biz_id: (
+                    spec.principal.may("consume", topic) and spec.principal.may_biz(biz_id)))
+                if offer is None:
+                    continue
+                current = filling[pair] = (offer, [])
+                self.taken.append(current)
+            current[1].append(index)
+            self._handed.add(index)
+        if not self.taken:
+            return rows
+        leased: list[Any] = [LeasedMessage(*row, *_NO_LEASE) for row in rows]
+        for offer, indexes in self.taken:
+            spec = offer.spec
+            rank = rank_cache.rank(spec.consumer, spec.topic, spec.group)
+            for index in indexes:
+                row = rows[index]
+                leased[index] = LeasedMessage(*row._replace(status=Status.RUNNING, attempt=1), spec.consumer,
+                                              lease_expiry(row.timeout_seconds, now), now, *rank)
+        self.rows = leased
+        return leased
+
+    def handed(self, index: int) -> bool:
+        return index in self._handed
+
+    def fulfil(self) -> None:
+        """After the commit: each pull gets its rows, as Message instances."""
+        for offer, indexes in self.taken:
+            messages = [Message(id=self.ids[i], **self.rows[i]._asdict()) for i in indexes]
+            live_moved([(offer.spec.topic, offer.spec.group, Status.NEW, Status.RUNNING)] * len(messages))
+            metrics.delivered.labels(offer.spec.topic, offer.spec.group).inc(len(messages))
+            offer.fulfil(messages)
+        self.taken = []
+
+    def decline(self) -> None:
+        """Nothing committed (or the produce failed): the pulls claim as usual."""
+        for offer, _ in self.taken:
+            offer.decline()
+        self.taken = []
+
+
+def _deliverable(row: NewMessage, now: datetime) -> bool:
+    return (row.status == Status.NEW and row.effect_time <= now
+            and (row.expires_at is None or row.expires_at > now))
+
+
+def _queue_group_biz(topic: str, group: str) -> Any:
+    """The topic's business line when a claim of the group would take a message at once
+    and alone, else `_NOT_HANDED`. Read before taking an offer: `take` holds a lock the
+    event loop also takes, so nothing under it may wait on the database."""
+    topic_row = topic_cache.get(topic)
+    topic_group = topic_row.group_rows.get(group) if topic_row is not None else None  # type: ignore[attr-defined]
+    if (topic_group is not None and (topic_group.subscribed or not settings.MQ_AUTO_CREATE_GROUPS)
+            and not topic_row.paused and not topic_group.paused  # type: ignore[union-attr]
+            and topic_group.mode == DeliveryMode.QUEUE and not topic_group.flow_controlled
+            and not topic_group.fair_keys):
+        return topic_row.biz_id  # type: ignore[union-attr]
+    return _NOT_HANDED

@@ -1,0 +1,107 @@
+"""Parked pulls open to a hand-off: a produce in this process stores a message already
+leased to one of them and gives it the stored rows after the commit, so the pull answers
+without a claim of its own (one commit per delivery instead of two).
+
+The long-poll (`mqcenter/longpoll.py`) opens an `Offer` for each wait of a parked pull and
+closes it when the wait ends. A produce `take`s an open offer of the message's (topic,
+group) before its INSERT, and then must settle it: `fulfil(rows)` once they are committed,
+or `decline()` when they are not. Taking and closing are exclusive under one lock: an offer
+closed first cannot be taken, and a pull whose offer was taken waits for its settlement,
+even past its own timer, so a row leased to it always reaches it, or the lease runs out
+as for any answer lost on the way.
+
+Which pulls and messages may meet this way is the delivery core's rule
+(`messages/delivery/handoff.py`); this module only keeps the offers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+Pair = tuple[str, str]
+
+
+class Offer:
+    """One parked pull's wait, open to a hand-off. `spec` says what the pull asks for."""
+
+    __slots__ = ("_loop", "_settled", "_wake", "spec", "taken")
+
+    def __init__(self, spec: Any, loop: asyncio.AbstractEventLoop, wake: Any) -> None:
+        self.spec = spec
+        self.taken = False
+        self._loop = loop
+        self._wake = wake  # the pull's LoopEvent: ends its wait at once
+        self._settled: asyncio.Future[list[Any] | None] = loop.create_future()
+
+    def fulfil(self, rows: list[Any]) -> None:
+        """The rows leased to this pull are committed: it answers them. Any thread."""
+        self._settle(rows)
+
+    def decline(self) -> None:
+        """Nothing was stored for it: it claims as usual. Any thread."""
+        self._settle(None)
+
+    def _settle(self, rows: list[Any] | None) -> None:
+        self._loop.call_soon_threadsafe(_resolve, self._settled, rows)
+        self._wake.set()
+
+    async def settled(self) -> list[Any] | None:
+        """The rows handed over, or None when the produce declined. Only after `taken`."""
+        return await self._settled
+
+
+def _resolve(future: asyncio.Future[list[Any] | None], rows: list[Any] | None) -> None:
+    if not future.done():
+        future.set_result(rows)
+
+
+class Offers:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # Insertion-ordered: the longest-waiting pull of a pair is handed to first.
+        self._open: dict[Pair, dict[Offer, None]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._open)  # read without the lock: a hint for the produce's fast path
+
+    @contextmanager
+    def opened(self, pair: Pair, spec: Any, wake: Any) -> Iterator[Offer]:
+        """An offer open while the block runs (the pull's wait); closed after it. The event
+        loop's thread only."""
+        offer = Offer(spec, asyncio.get_running_loop(), wake)
+        with self._lock:
+            self._open.setdefault(pair, {})[offer] = None
+        try:
+            yield offer
+        finally:
+            with self._lock:
+                offers = self._open.get(pair)
+                if offers is not None:
+                    offers.pop(offer, None)
+                    if not offers:
+                        del self._open[pair]
+
+    def take(self, pair: Pair, accept: Any = None) -> Offer | None:
+        """The longest-open offer of `pair` whose spec `accept(spec)` allows, now taken:
+        the caller must `fulfil` or `decline` it. Any thread; `accept` runs under the lock,
+        so it must not wait on anything. A pull already woken is left to claim: what woke it
+        is for it to find."""
+        with self._lock:
+            open_now = self._open.get(pair)
+            if open_now is None:
+                return None
+            for offer in open_now:
+                if not offer._wake.is_set() and (accept is None or accept(offer.spec)):
+                    del open_now[offer]
+                    if not open_now:
+                        del self._open[pair]
+                    offer.taken = True
+                    return offer
+        return None
+
+
+offers = Offers()

@@ -1,0 +1,98 @@
+"""Offers of parked pulls (mqcenter/handoffs.py) as the long-poll waits on them: a taken offer
+is waited for past the pull's own timer, a declined one leaves the pull to claim, a closed
+one cannot be taken."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from mqcenter.handoffs import offers
+from mqcenter.longpoll import ParkedPull, _wait_then_attempt
+from registry.wakeups import LoopEvent
+
+pytestmark = pytest.mark.django_db  # the attempt closes old connections, as around a request
+
+PAIR = ("t", "g")
+
+
+class Pull:
+    """A parked pull whose attempts are counted; it answers the rows it is given as text."""
+
+    def __init__(self) -> None:
+        self.attempts = 0
+
+    def parked(self) -> ParkedPull:
+        def attempt(remaining: float) -> tuple[list[Any], float | None]:
+            self.attempts += 1
+            return ["claimed"], None
+
+        return ParkedPull(attempt, lambda rows: ",".join(rows).encode(), PAIR, spec="spec")
+
+
+def wait_in_loop(pull: Pull, seconds: float, meanwhile: Any) -> Any:
+    """Run the pull's wait on an event loop while `meanwhile()` runs on another thread (as a
+    produce would); answers the attempt's result."""
+
+    async def main() -> Any:
+        wake = LoopEvent(asyncio.get_running_loop())
+        waited = asyncio.ensure_future(_wait_then_attempt(pull.parked(), wake, seconds, deadline=0.0))
+        await asyncio.sleep(0)  # the wait has opened its offer
+        side = threading.Thread(target=meanwhile)
+        side.start()
+        result = await waited
+        await asyncio.get_running_loop().run_in_executor(None, side.join)
+        return result
+
+    return asyncio.run(main())
+
+
+def test_a_taken_offer_is_waited_for_past_the_pulls_timer() -> None:
+    pull = Pull()
+    past_timer = threading.Event()
+
+    def produce() -> None:
+        offer = offers.take(PAIR)
+        assert offer is not None and offer.spec == "spec"
+        past_timer.wait(timeout=10)  # the row's INSERT outlasts the pull's wait
+        offer.fulfil(["handed"])
+
+    def release_after_timer() -> None:
+        threading.Timer(0.2, past_timer.set).start()
+        produce()
+
+    status, answer, park, _ = wait_in_loop(pull, 0.05, release_after_timer)
+
+    assert (status, answer, park) == (200, b"handed", None)
+    assert pull.attempts == 0, "the pull claimed while its hand-off was under way"
+
+
+def test_a_declined_offer_leaves_the_pull_to_claim() -> None:
+    pull = Pull()
+
+    def produce() -> None:
+        offer = offers.take(PAIR)
+        assert offer is not None
+        offer.decline()
+
+    status, answer, _, _ = wait_in_loop(pull, 5, produce)
+
+    assert (status, answer) == (200, b"claimed") and pull.attempts == 1
+
+
+def test_a_closed_offer_cannot_be_taken_and_a_woken_pull_is_not_offered() -> None:
+    pull = Pull()
+    status, _, _, _ = wait_in_loop(pull, 0.01, lambda: None)
+    assert status == 200 and offers.take(PAIR) is None
+
+    async def woken() -> Any:
+        wake = LoopEvent(asyncio.get_running_loop())
+        with offers.opened(PAIR, "spec", wake):
+            wake.set()  # a wake hint came first: what woke it is for it to claim
+            return offers.take(PAIR)
+
+    assert asyncio.run(woken()) is None
+    assert offers.take(PAIR, accept=lambda spec: False) is None and not offers
