@@ -13,7 +13,9 @@ calls). Its answer carries the headers Django gave the parked response of this v
 (security headers, HSTS under MQ_TLS, Vary...), so it cannot drift from Django's.
 
 The waiter is registered before the first dispatch, so a produce that commits between a
-claim and the wait still wakes it.
+claim and the wait still wakes it. While it waits, a parked pull is also open to a hand-off
+(`mqcenter.handoffs`): a produce of this process may store a message leased to it, which it
+then answers without claiming.
 
 Measured with `python -m bench latency`: a woken pull claiming here delivers in ~40% of the
 time of one dispatched through Django again (the thread's hops, middleware, DRF, ~3 ms at idle).

@@ -64,24 +64,24 @@ class HandOff:
         `LeasedMessage` if any is handed, else `rows` as they are)."""
         if not offers:
             return rows
-        filling: dict[tuple[str, str], tuple[Offer, list[int]]] = {}
+        due: dict[tuple[str, str], list[int]] = {}
         for index, row in enumerate(rows):
-            if not _deliverable(row, now):
+            if _deliverable(row, now):
+                due.setdefault((row.topic, row.group_name), []).append(index)
+        for (topic, group), indexes in due.items():
+            biz_id = _queue_group_biz(topic, group)
+            if biz_id is _NOT_HANDED:
                 continue
-            pair = (row.topic, row.group_name)
-            current = filling.get(pair)
-            if current is None or len(current[1]) >= current[0].spec.max_messages:
-                biz_id = _queue_group_biz(*pair)
-                if biz_id is _NOT_HANDED:
-                    continue
-                offer = offers.take(pair, lambda spec, topic=row.topic, biz_id=biz_id: (
+            # In the order a claim would take them: priority first, then due time, then id.
+            indexes.sort(key=lambda i: (-rows[i].priority, rows[i].effect_time, i))
+            while indexes:
+                offer = offers.take((topic, group), lambda spec, topic=topic, biz_id=biz_id: (
                     spec.principal.may("consume", topic) and spec.principal.may_biz(biz_id)))
                 if offer is None:
-                    continue
-                current = filling[pair] = (offer, [])
-                self.taken.append(current)
-            current[1].append(index)
-            self._handed.add(index)
+                    break
+                share, indexes = indexes[: offer.spec.max_messages], indexes[offer.spec.max_messages :]
+                self.taken.append((offer, share))
+                self._handed.update(share)
         if not self.taken:
             return rows
         leased: list[Any] = [LeasedMessage(*row, *_NO_LEASE) for row in rows]

@@ -95,6 +95,16 @@ def test_a_pull_gets_no_more_than_it_asked_and_the_rest_wait_as_new(shop_apis: t
     assert [statuses[m["id"]] for m in stored] == [Status.RUNNING] * 3 + [Status.NEW] * 2
 
 
+def test_a_pull_is_handed_what_a_claim_would_take_first(shop_apis: tuple[Api, Api]) -> None:
+    producer, consumer = shop_apis
+    consumer.post("/api/v1/pull", {"topic": "hp", "consumer": "c"})
+    pull = waiting(consumer, {"topic": "hp", "consumer": "c", "wait_seconds": 20})
+
+    produce(producer, {"topic": "hp", "data": "low", "priority": 0}, {"topic": "hp", "data": "high", "priority": 9})
+
+    assert [m["data"] for m in pull().json()["messages"]] == ["high"]
+
+
 @pytest.mark.parametrize("case", ["serial group", "delayed message"])
 def test_what_a_claim_must_decide_is_claimed(shop_apis: tuple[Api, Api], case: str) -> None:
     producer, consumer = shop_apis
