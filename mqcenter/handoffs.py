@@ -3,8 +3,8 @@ leased to one of them and gives it the stored rows after the commit, so the pull
 without a claim of its own (one commit per delivery instead of two).
 
 The long-poll (`mqcenter/longpoll.py`) opens an `Offer` for each wait of a parked pull and
-closes it when the wait ends. A produce `take`s an open offer of the message's (topic,
-group) before its INSERT, and then must settle it: `fulfil(rows)` once they are committed,
+closes it when the wait ends. A produce `take`s open offers of its messages' (topic,
+group) before its INSERT, and then must settle each: `fulfil(rows)` once they are committed,
 or `decline()` when they are not. Taking and closing are exclusive under one lock: an offer
 closed first cannot be taken, and a pull whose offer was taken waits for its settlement,
 even past its own timer, so a row leased to it always reaches it, or the lease runs out
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -85,23 +85,30 @@ class Offers:
                     if not offers:
                         del self._open[pair]
 
-    def take(self, pair: Pair, accept: Any = None) -> Offer | None:
-        """The longest-open offer of `pair` whose spec `accept(spec)` allows, now taken:
-        the caller must `fulfil` or `decline` it. Any thread; `accept` runs under the lock,
-        so it must not wait on anything. A pull already woken is left to claim: what woke it
-        is for it to find."""
+    def take(self, pair: Pair, capacity: Callable[[Any], int], rows: int) -> list[tuple[Offer, int]]:
+        """Open offers of `pair`, longest-open first, taken until they hold `rows`: each with
+        how many it gets, at most `capacity(spec)` (0 passes the offer by). The caller must
+        `fulfil` or `decline` each. Any thread; `capacity` runs under the lock, so it must
+        not wait on anything. A pull already woken is left to claim: what woke it is for it
+        to find."""
+        taken: list[tuple[Offer, int]] = []
         with self._lock:
             open_now = self._open.get(pair)
             if open_now is None:
-                return None
+                return taken
             for offer in open_now:
-                if not offer._wake.is_set() and (accept is None or accept(offer.spec)):
-                    del open_now[offer]
-                    if not open_now:
-                        del self._open[pair]
-                    offer.taken = True
-                    return offer
-        return None
+                if rows <= 0:
+                    break
+                share = 0 if offer._wake.is_set() else min(rows, capacity(offer.spec))
+                if share > 0:
+                    taken.append((offer, share))
+                    rows -= share
+            for offer, _ in taken:
+                offer.taken = True
+                del open_now[offer]
+            if not open_now:
+                del self._open[pair]
+        return taken
 
 
 offers = Offers()

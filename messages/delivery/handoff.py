@@ -18,6 +18,8 @@ processes are woken as before (`registry.wakeups`).
 from __future__ import annotations
 
 import collections
+import logging
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -32,6 +34,8 @@ from mqcenter.handoffs import Offer, offers
 from registry.services import rank_cache
 from topics.cache import topic_cache
 from topics.models import DeliveryMode
+
+logger = logging.getLogger(__name__)
 
 # A produced row with the lease columns a claim sets (NULL where nothing was handed), built
 # from NewMessage's fields so that the two cannot drift apart.
@@ -74,14 +78,10 @@ class HandOff:
                 continue
             # In the order a claim would take them: priority first, then due time, then id.
             indexes.sort(key=lambda i: (-rows[i].priority, rows[i].effect_time, i))
-            while indexes:
-                offer = offers.take((topic, group), lambda spec, topic=topic, biz_id=biz_id: (
-                    spec.principal.may("consume", topic) and spec.principal.may_biz(biz_id)))
-                if offer is None:
-                    break
-                share, indexes = indexes[: offer.spec.max_messages], indexes[offer.spec.max_messages :]
-                self.taken.append((offer, share))
-                self._handed.update(share)
+            for offer, share in offers.take((topic, group), _capacity(topic, biz_id), len(indexes)):
+                self.taken.append((offer, indexes[:share]))
+                self._handed.update(indexes[:share])
+                del indexes[:share]
         if not self.taken:
             return rows
         leased: list[Any] = [LeasedMessage(*row, *_NO_LEASE) for row in rows]
@@ -99,9 +99,16 @@ class HandOff:
         return index in self._handed
 
     def fulfil(self) -> None:
-        """After the commit: each pull gets its rows, as Message instances."""
+        """After the commit: each pull gets its rows, as Message instances. Every offer is
+        settled, whatever happens: a pull whose offer was taken waits for it."""
         for offer, indexes in self.taken:
-            messages = [Message(id=self.ids[i], **self.rows[i]._asdict()) for i in indexes]
+            try:
+                messages = [Message(id=self.ids[i], **self.rows[i]._asdict()) for i in indexes]
+            except Exception:
+                # Its rows stay leased to it until the lease runs out, as an answer lost on the way.
+                logger.exception("handing %d messages over failed; the pull claims instead", len(indexes))
+                offer.decline()
+                continue
             live_moved([(offer.spec.topic, offer.spec.group, Status.NEW, Status.RUNNING)] * len(messages))
             metrics.delivered.labels(offer.spec.topic, offer.spec.group).inc(len(messages))
             offer.fulfil(messages)
@@ -112,6 +119,17 @@ class HandOff:
         for offer, _ in self.taken:
             offer.decline()
         self.taken = []
+
+
+def _capacity(topic: str, biz_id: Any) -> Callable[[Any], int]:
+    """How many of the topic's rows a parked pull takes: what it asked for, if its token
+    may consume the topic (another business line's pull gets none)."""
+
+    def capacity(spec: Any) -> int:
+        may = spec.principal.may("consume", topic) and spec.principal.may_biz(biz_id)
+        return int(spec.max_messages) if may else 0
+
+    return capacity
 
 
 def _deliverable(row: NewMessage, now: datetime) -> bool:

@@ -165,15 +165,19 @@ def _produce(principal: Principal, items: list[ProduceItem], names: set[str]) ->
         except BaseException:
             handoff.decline()
             raise
-        handoff.fulfil()
-        for name, copies_to in subscribed.items():
-            if copies_to == _NO_SUBSCRIBER:  # the topic had no subscriber: `default` keeps them
-                groups_address(topic=topics[name], names=[DEFAULT_GROUP], required=False)
-        # Wake hints only after the commit: no pull may look before the rows are there.
-        if connection.in_atomic_block:
-            transaction.on_commit(lambda pairs=woken: wakeup_hub().publish(pairs))  # type: ignore[misc]
-        else:
-            wakeup_hub().publish(woken)
+        try:
+            for name, copies_to in subscribed.items():
+                if copies_to == _NO_SUBSCRIBER:  # the topic had no subscriber: `default` keeps them
+                    groups_address(topic=topics[name], names=[DEFAULT_GROUP], required=False)
+            # Wake hints only after the commit: no pull may look before the rows are there.
+            if connection.in_atomic_block:
+                transaction.on_commit(lambda pairs=woken: wakeup_hub().publish(pairs))  # type: ignore[misc]
+            else:
+                wakeup_hub().publish(woken)
+        finally:
+            # After the wake hints, so other processes claim the rest of a burst meanwhile;
+            # whatever happens, since each pull handed rows waits for them.
+            handoff.fulfil()
         _count(results)
         live_moved((r.topic, r.group, None, Status.NEW) for r in results if not r.duplicate)
         return results
