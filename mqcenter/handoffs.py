@@ -26,37 +26,42 @@ Pair = tuple[str, str]
 
 
 class Offer:
-    """One parked pull's wait, open to a hand-off. `spec` says what the pull asks for."""
+    """One parked pull's wait, open to a hand-off. `spec` says what the pull asks for;
+    `answer(rows)` renders its answer."""
 
-    __slots__ = ("_loop", "_settled", "_wake", "spec", "taken")
+    __slots__ = ("_answer", "_loop", "_settled", "_wake", "spec", "taken")
 
-    def __init__(self, spec: Any, loop: asyncio.AbstractEventLoop, wake: Any) -> None:
+    def __init__(self, spec: Any, answer: Callable[[list[Any]], bytes], loop: asyncio.AbstractEventLoop,
+                 wake: Any) -> None:
         self.spec = spec
         self.taken = False
+        self._answer = answer
         self._loop = loop
         self._wake = wake  # the pull's LoopEvent: ends its wait at once
-        self._settled: asyncio.Future[list[Any] | None] = loop.create_future()
+        self._settled: asyncio.Future[bytes | None] = loop.create_future()
 
     def fulfil(self, rows: list[Any]) -> None:
-        """The rows leased to this pull are committed: it answers them. Any thread."""
-        self._settle(rows)
+        """The rows leased to this pull are committed: it answers them. Any thread: the
+        answer is rendered on it, not on the event loop, which a burst's hundreds of
+        hand-overs would otherwise hold up."""
+        self._settle(self._answer(rows))
 
     def decline(self) -> None:
         """Nothing was stored for it: it claims as usual. Any thread."""
         self._settle(None)
 
-    def _settle(self, rows: list[Any] | None) -> None:
-        self._loop.call_soon_threadsafe(_resolve, self._settled, rows)
+    def _settle(self, answer: bytes | None) -> None:
+        self._loop.call_soon_threadsafe(_resolve, self._settled, answer)
         self._wake.set()
 
-    async def settled(self) -> list[Any] | None:
-        """The rows handed over, or None when the produce declined. Only after `taken`."""
+    async def settled(self) -> bytes | None:
+        """The answer to send, or None when the produce declined. Only after `taken`."""
         return await self._settled
 
 
-def _resolve(future: asyncio.Future[list[Any] | None], rows: list[Any] | None) -> None:
+def _resolve(future: asyncio.Future[bytes | None], answer: bytes | None) -> None:
     if not future.done():
-        future.set_result(rows)
+        future.set_result(answer)
 
 
 class Offers:
@@ -69,10 +74,10 @@ class Offers:
         return bool(self._open)  # read without the lock: a hint for the produce's fast path
 
     @contextmanager
-    def opened(self, pair: Pair, spec: Any, wake: Any) -> Iterator[Offer]:
+    def opened(self, pair: Pair, spec: Any, answer: Callable[[list[Any]], bytes], wake: Any) -> Iterator[Offer]:
         """An offer open while the block runs (the pull's wait); closed after it. The event
         loop's thread only."""
-        offer = Offer(spec, asyncio.get_running_loop(), wake)
+        offer = Offer(spec, answer, asyncio.get_running_loop(), wake)
         with self._lock:
             self._open.setdefault(pair, {})[offer] = None
         try:

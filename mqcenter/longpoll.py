@@ -159,14 +159,13 @@ Attempt = tuple[int, bytes, float | None, list[tuple[bytes, bytes]]]
 
 async def _wait_then_attempt(pull: ParkedPull, wake: LoopEvent, seconds: float, deadline: float) -> Attempt:
     """Wait for a wake hint or the park's timeout, open meanwhile to a hand-off from a
-    produce of this process (`mqcenter.handoffs`); then answer the rows handed over, or
-    attempt again. A handed answer is rendered here, on the loop: a claim's few rows, not
-    worth a hop to a thread."""
-    with offers.opened(pull.key, pull.spec, wake) if pull.key is not None else _NO_OFFER as offer:
+    produce of this process (`mqcenter.handoffs`); then send the answer the produce rendered
+    of the rows it handed over, or attempt again."""
+    with offers.opened(pull.key, pull.spec, pull.answer, wake) if pull.key is not None else _NO_OFFER as offer:
         await wake.wait(seconds)
     wake.clear()
-    if offer is not None and offer.taken and (handed := await offer.settled()):
-        return 200, pull.answer(handed), None, []
+    if offer is not None and offer.taken and (handed := await offer.settled()) is not None:
+        return 200, handed, None, []
     return await _claim_again(pull, max(0.0, deadline - time.monotonic()))
 
 

@@ -18,6 +18,7 @@ processes are woken as before (`registry.wakeups`).
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 from collections.abc import Callable
 from datetime import datetime
@@ -104,14 +105,15 @@ class HandOff:
         for offer, indexes in self.taken:
             try:
                 messages = [Message(id=self.ids[i], **self.rows[i]._asdict()) for i in indexes]
+                offer.fulfil(messages)
             except Exception:
                 # Its rows stay leased to it until the lease runs out, as an answer lost on the way.
                 logger.exception("handing %d messages over failed; the pull claims instead", len(indexes))
-                offer.decline()
+                with contextlib.suppress(Exception):  # its loop closed: the process is stopping
+                    offer.decline()
                 continue
             live_moved([(offer.spec.topic, offer.spec.group, Status.NEW, Status.RUNNING)] * len(messages))
             metrics.delivered.labels(offer.spec.topic, offer.spec.group).inc(len(messages))
-            offer.fulfil(messages)
         self.taken = []
 
     def decline(self) -> None:

@@ -19,6 +19,10 @@ pytestmark = pytest.mark.django_db  # the attempt closes old connections, as aro
 PAIR = ("t", "g")
 
 
+def render(rows: list[Any]) -> bytes:
+    return ",".join(rows).encode()
+
+
 class Pull:
     """A parked pull whose attempts are counted; it answers the rows it is given as text."""
 
@@ -30,7 +34,7 @@ class Pull:
             self.attempts += 1
             return ["claimed"], None
 
-        return ParkedPull(attempt, lambda rows: ",".join(rows).encode(), PAIR, spec="spec")
+        return ParkedPull(attempt, render, PAIR, spec="spec")
 
 
 def wait_in_loop(pull: Pull, seconds: float, meanwhile: Any) -> Any:
@@ -89,7 +93,7 @@ def test_a_closed_offer_cannot_be_taken_and_a_woken_pull_is_not_offered() -> Non
 
     async def woken() -> Any:
         wake = LoopEvent(asyncio.get_running_loop())
-        with offers.opened(PAIR, "spec", wake):
+        with offers.opened(PAIR, "spec", render, wake):
             wake.set()  # a wake hint came first: what woke it is for it to claim
             return offers.take(PAIR, lambda spec: 1, 1)
 
@@ -100,8 +104,8 @@ def test_a_closed_offer_cannot_be_taken_and_a_woken_pull_is_not_offered() -> Non
 def test_offers_are_taken_longest_open_first_until_they_hold_the_rows() -> None:
     async def four_open() -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
         loop = asyncio.get_running_loop()
-        with offers.opened(PAIR, ("a", 2), LoopEvent(loop)), offers.opened(PAIR, ("other line", 5), LoopEvent(loop)), \
-                offers.opened(PAIR, ("c", 3), LoopEvent(loop)), offers.opened(PAIR, ("d", 1), LoopEvent(loop)):
+        with offers.opened(PAIR, ("a", 2), render, LoopEvent(loop)), offers.opened(PAIR, ("other line", 5), render, LoopEvent(loop)), \
+                offers.opened(PAIR, ("c", 3), render, LoopEvent(loop)), offers.opened(PAIR, ("d", 1), render, LoopEvent(loop)):
 
             def capacity(spec: tuple[str, int]) -> int:
                 return 0 if spec[0] == "other line" else spec[1]
