@@ -90,10 +90,9 @@ class Offers:
                     if not offers:
                         del self._open[pair]
 
-    def take(self, pair: Pair, capacity: Callable[[Any], int], rows: int, most: int) -> list[tuple[Offer, int]]:
-        """Open offers of `pair`, longest-open first, taken until they hold `rows` (at most
-        `most` offers): each with how many it gets, at most `capacity(spec)` (0 passes the
-        offer by). The caller must
+    def take(self, pair: Pair, capacity: Callable[[Any], int], rows: int) -> list[tuple[Offer, int]]:
+        """Open offers of `pair`, longest-open first, taken until they hold `rows`: each with
+        how many it gets, at most `capacity(spec)` (0 passes the offer by). The caller must
         `fulfil` or `decline` each. Any thread; `capacity` runs under the lock, so it must
         not wait on anything. A pull already woken is left to claim: what woke it is for it
         to find."""
@@ -103,7 +102,7 @@ class Offers:
             if open_now is None:
                 return taken
             for offer in open_now:
-                if rows <= 0 or len(taken) >= most:
+                if rows <= 0:
                     break
                 share = 0 if offer._wake.is_set() else min(rows, capacity(offer.spec))
                 if share > 0:

@@ -50,10 +50,6 @@ def _leased_row_type() -> Any:
 LeasedMessage = _leased_row_type()
 _NO_LEASE = (None, None, None, None, None)
 _NOT_HANDED = object()
-# Pulls of one (topic, group) a produce hands rows to, at most; the rest of a burst wakes
-# the other waiters, which claim together (`delivery/pull_many.py`), one transaction for
-# many pulls: handing each its rows here would render every answer on the producing thread.
-HANDOFF_PULLS = 2
 
 
 class HandOff:
@@ -83,7 +79,7 @@ class HandOff:
                 continue
             # In the order a claim would take them: priority first, then due time, then id.
             indexes.sort(key=lambda i: (-rows[i].priority, rows[i].effect_time, i))
-            for offer, share in offers.take((topic, group), _capacity(topic, biz_id), len(indexes), HANDOFF_PULLS):
+            for offer, share in offers.take((topic, group), _capacity(topic, biz_id), len(indexes)):
                 self.taken.append((offer, indexes[:share]))
                 self._handed.update(indexes[:share])
                 del indexes[:share]

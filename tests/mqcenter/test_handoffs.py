@@ -59,7 +59,7 @@ def test_a_taken_offer_is_waited_for_past_the_pulls_timer() -> None:
     past_timer = threading.Event()
 
     def produce() -> None:
-        [(offer, share)] = offers.take(PAIR, lambda spec: 1, 5, 5)
+        [(offer, share)] = offers.take(PAIR, lambda spec: 1, 5)
         assert offer.spec == "spec" and share == 1
         past_timer.wait(timeout=10)  # the row's INSERT outlasts the pull's wait
         offer.fulfil(["handed"])
@@ -78,7 +78,7 @@ def test_a_declined_offer_leaves_the_pull_to_claim() -> None:
     pull = Pull()
 
     def produce() -> None:
-        [(offer, _)] = offers.take(PAIR, lambda spec: 1, 1, 1)
+        [(offer, _)] = offers.take(PAIR, lambda spec: 1, 1)
         offer.decline()
 
     status, answer, _, _ = wait_in_loop(pull, 5, produce)
@@ -89,19 +89,19 @@ def test_a_declined_offer_leaves_the_pull_to_claim() -> None:
 def test_a_closed_offer_cannot_be_taken_and_a_woken_pull_is_not_offered() -> None:
     pull = Pull()
     status, _, _, _ = wait_in_loop(pull, 0.01, lambda: None)
-    assert status == 200 and offers.take(PAIR, lambda spec: 1, 1, 1) == []
+    assert status == 200 and offers.take(PAIR, lambda spec: 1, 1) == []
 
     async def woken() -> Any:
         wake = LoopEvent(asyncio.get_running_loop())
         with offers.opened(PAIR, "spec", render, wake):
             wake.set()  # a wake hint came first: what woke it is for it to claim
-            return offers.take(PAIR, lambda spec: 1, 1, 1)
+            return offers.take(PAIR, lambda spec: 1, 1)
 
     assert asyncio.run(woken()) == []
     assert not offers
 
 
-def test_offers_are_taken_longest_open_first_until_they_hold_the_rows_or_are_enough() -> None:
+def test_offers_are_taken_longest_open_first_until_they_hold_the_rows() -> None:
     async def four_open() -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
         loop = asyncio.get_running_loop()
         with offers.opened(PAIR, ("a", 2), render, LoopEvent(loop)), offers.opened(PAIR, ("other line", 5), render, LoopEvent(loop)), \
@@ -110,13 +110,12 @@ def test_offers_are_taken_longest_open_first_until_they_hold_the_rows_or_are_eno
             def capacity(spec: tuple[str, int]) -> int:
                 return 0 if spec[0] == "other line" else spec[1]
 
-            first = [(o.spec[0], share) for o, share in offers.take(PAIR, capacity, 4, 4)]
-            one = [(o.spec[0], share) for o, share in offers.take(PAIR, lambda spec: spec[1], 100, 1)]
-            left = [(o.spec[0], share) for o, share in offers.take(PAIR, lambda spec: spec[1], 100, 100)]
-            return first, one + left
+            first = [(o.spec[0], share) for o, share in offers.take(PAIR, capacity, 4)]
+            left = [(o.spec[0], share) for o, share in offers.take(PAIR, lambda spec: spec[1], 100)]
+            return first, left
 
     first, left = asyncio.run(four_open())
 
     assert first == [("a", 2), ("c", 2)]
-    assert left == [("other line", 5), ("d", 1)]  # one at most, then the rest
+    assert left == [("other line", 5), ("d", 1)]
     assert not offers
