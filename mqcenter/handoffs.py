@@ -6,9 +6,11 @@ The long-poll (`mqcenter/longpoll.py`) opens an `Offer` for each wait of a parke
 closes it when the wait ends. A produce `take`s open offers of its messages' (topic,
 group) before its INSERT, and then must settle each: `fulfil(rows)` once they are committed,
 or `decline()` when they are not. Taking and closing are exclusive under one lock: an offer
-closed first cannot be taken, and a pull whose offer was taken waits for its settlement,
-even past its own timer, so a row leased to it always reaches it, or the lease runs out
-as for any answer lost on the way.
+closed first cannot be taken. Taking sets the pull's wake flag, so wake hints go to the
+other waiters meanwhile, and the pull waits for the settlement, past its own timer, up to
+`settled(timeout)`: after that it gives up (`fulfil` then answers False, and the produce
+puts the rows back), so a produce held up by a lock cannot hold a pull past its client's
+patience.
 
 Which pulls and messages may meet this way is the delivery core's rule
 (`messages/delivery/handoff.py`); this module only keeps the offers.
@@ -29,7 +31,7 @@ class Offer:
     """One parked pull's wait, open to a hand-off. `spec` says what the pull asks for;
     `answer(rows)` renders its answer."""
 
-    __slots__ = ("_answer", "_loop", "_settled", "_wake", "spec", "taken")
+    __slots__ = ("_answer", "_lock", "_loop", "_outcome", "_settled", "_wake", "spec", "taken")
 
     def __init__(self, spec: Any, answer: Callable[[list[Any]], bytes], loop: asyncio.AbstractEventLoop,
                  wake: Any) -> None:
@@ -37,26 +39,46 @@ class Offer:
         self.taken = False
         self._answer = answer
         self._loop = loop
-        self._wake = wake  # the pull's LoopEvent: ends its wait at once
+        self._wake = wake  # the pull's LoopEvent
         self._settled: asyncio.Future[bytes | None] = loop.create_future()
+        self._lock = threading.Lock()
+        self._outcome = ""  # "settled" by the produce, or "abandoned" by the pull: the first wins
 
-    def fulfil(self, rows: list[Any]) -> None:
-        """The rows leased to this pull are committed: it answers them. Any thread: the
-        answer is rendered on it, not on the event loop, which a burst's hundreds of
-        hand-overs would otherwise hold up."""
-        self._settle(self._answer(rows))
+    def fulfil(self, rows: list[Any]) -> bool:
+        """The rows leased to this pull are committed: it answers them. False when the pull
+        gave up waiting first: the caller must put the rows back. Any thread: the answer is
+        rendered on it, not on the event loop, which a burst's hundreds of hand-overs would
+        otherwise hold up."""
+        answer = self._answer(rows)
+        if not self._decide("settled"):
+            return False
+        self._loop.call_soon_threadsafe(_resolve, self._settled, answer)
+        return True
 
     def decline(self) -> None:
         """Nothing was stored for it: it claims as usual. Any thread."""
-        self._settle(None)
+        if self._decide("settled"):
+            self._loop.call_soon_threadsafe(_resolve, self._settled, None)
 
-    def _settle(self, answer: bytes | None) -> None:
-        self._loop.call_soon_threadsafe(_resolve, self._settled, answer)
-        self._wake.set()
+    async def settled(self, timeout: float) -> bytes | None:
+        """The answer to send, or None when the produce declined or took longer than
+        `timeout` seconds. Only after `taken`; the event loop's thread."""
+        timer = self._loop.call_later(timeout, self._abandon)
+        try:
+            return await self._settled
+        finally:
+            timer.cancel()
 
-    async def settled(self) -> bytes | None:
-        """The answer to send, or None when the produce declined. Only after `taken`."""
-        return await self._settled
+    def _abandon(self) -> None:
+        if self._decide("abandoned"):
+            _resolve(self._settled, None)
+
+    def _decide(self, outcome: str) -> bool:
+        with self._lock:
+            if self._outcome:
+                return False
+            self._outcome = outcome
+            return True
 
 
 def _resolve(future: asyncio.Future[bytes | None], answer: bytes | None) -> None:
@@ -110,6 +132,7 @@ class Offers:
                     rows -= share
             for offer, _ in taken:
                 offer.taken = True
+                offer._wake.set()  # ends its wait; hints skip it meanwhile
                 del open_now[offer]
             if not open_now:
                 del self._open[pair]

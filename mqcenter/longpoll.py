@@ -93,6 +93,9 @@ CLAIM_THREADS = 8
 _claims: ThreadPoolExecutor | None = None
 # Woken pulls of one (topic, group) claimed for in one transaction at most.
 CLAIM_BATCH = 250
+# How long past its own wait a pull handed rows waits for the produce's commit: a produce
+# is one short transaction, and a client gives up a while after the wait it asked for.
+HANDOFF_GRACE = 1.0
 
 
 class LongPoll:
@@ -160,12 +163,17 @@ Attempt = tuple[int, bytes, float | None, list[tuple[bytes, bytes]]]
 async def _wait_then_attempt(pull: ParkedPull, wake: LoopEvent, seconds: float, deadline: float) -> Attempt:
     """Wait for a wake hint or the park's timeout, open meanwhile to a hand-off from a
     produce of this process (`mqcenter.handoffs`); then send the answer the produce rendered
-    of the rows it handed over, or attempt again."""
+    of the rows it handed over, or attempt again. A taken pull keeps its wake flag set until
+    the hand-off is settled, so the hints that come meanwhile wake other waiters."""
     with offers.opened(pull.key, pull.spec, pull.answer, wake) if pull.key is not None else _NO_OFFER as offer:
         await wake.wait(seconds)
-    wake.clear()
-    if offer is not None and offer.taken and (handed := await offer.settled()) is not None:
-        return 200, handed, None, []
+    if offer is not None and offer.taken:
+        handed = await offer.settled(max(0.0, deadline - time.monotonic()) + HANDOFF_GRACE)
+        wake.clear()
+        if handed is not None:
+            return 200, handed, None, []
+    else:
+        wake.clear()
     return await _claim_again(pull, max(0.0, deadline - time.monotonic()))
 
 

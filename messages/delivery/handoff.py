@@ -20,12 +20,14 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from django.conf import settings
+from django.utils import timezone
 
+from messages.delivery.claims.queue import plain_queue
 from messages.delivery.lifecycle import lease_expiry
 from messages.delivery.sql_insert import NewMessage
 from messages.models import Message, Status
@@ -33,8 +35,8 @@ from messages.stats.live import live_moved
 from mqcenter.core import metrics
 from mqcenter.handoffs import Offer, offers
 from registry.services import rank_cache
+from registry.wakeups import wakeup_hub
 from topics.cache import topic_cache
-from topics.models import DeliveryMode
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +61,7 @@ class HandOff:
         self.taken: list[tuple[Offer, list[int]]] = []  # (offer, indexes of the rows it gets)
         self.rows: list[Any] = []  # as inserted
         self.ids: list[int] = []  # as stored, once inserted
+        self.now: datetime | None = None  # the lease's time, `pulled_at` of the handed rows
         self._handed: set[int] = set()
 
     def __bool__(self) -> bool:
@@ -85,13 +88,16 @@ class HandOff:
                 del indexes[:share]
         if not self.taken:
             return rows
+        self.now = now
         leased: list[Any] = [LeasedMessage(*row, *_NO_LEASE) for row in rows]
         for offer, indexes in self.taken:
             spec = offer.spec
             rank = rank_cache.rank(spec.consumer, spec.topic, spec.group)
             for index in indexes:
                 row = rows[index]
-                leased[index] = LeasedMessage(*row._replace(status=Status.RUNNING, attempt=1), spec.consumer,
+                # Its effect time in UTC, as a claim reads it back (a producer may give an offset).
+                handed = row._replace(status=Status.RUNNING, attempt=1, effect_time=row.effect_time.astimezone(UTC))
+                leased[index] = LeasedMessage(*handed, spec.consumer,
                                               lease_expiry(row.timeout_seconds, now), now, *rank)
         self.rows = leased
         return leased
@@ -100,27 +106,52 @@ class HandOff:
         return index in self._handed
 
     def fulfil(self) -> None:
-        """After the commit: each pull gets its rows, as Message instances. Every offer is
-        settled, whatever happens: a pull whose offer was taken waits for it."""
+        """After the commit: each pull gets its rows. The rows of a pull that did not get
+        them (it gave up waiting, or the hand-over failed) are put back, NEW and woken, as
+        if never handed. Never raises: the produce is committed."""
+        lost: list[tuple[Offer, list[int]]] = []
         for offer, indexes in self.taken:
             try:
-                messages = [Message(id=self.ids[i], **self.rows[i]._asdict()) for i in indexes]
-                offer.fulfil(messages)
+                if offer.fulfil([Message(id=self.ids[i], **self.rows[i]._asdict()) for i in indexes]):
+                    live_moved([(offer.spec.topic, offer.spec.group, Status.NEW, Status.RUNNING)] * len(indexes))
+                    metrics.delivered.labels(offer.spec.topic, offer.spec.group).inc(len(indexes))
+                    continue
             except Exception:
-                # Its rows stay leased to it until the lease runs out, as an answer lost on the way.
-                logger.exception("handing %d messages over failed; the pull claims instead", len(indexes))
-                with contextlib.suppress(Exception):  # its loop closed: the process is stopping
-                    offer.decline()
-                continue
-            live_moved([(offer.spec.topic, offer.spec.group, Status.NEW, Status.RUNNING)] * len(messages))
-            metrics.delivered.labels(offer.spec.topic, offer.spec.group).inc(len(messages))
+                logger.exception("handing %d messages over failed; they are put back", len(indexes))
+                _decline(offer)
+            lost.append((offer, indexes))
         self.taken = []
+        if lost:
+            self._put_back(lost)
 
     def decline(self) -> None:
         """Nothing committed (or the produce failed): the pulls claim as usual."""
         for offer, _ in self.taken:
-            offer.decline()
+            _decline(offer)
         self.taken = []
+
+    def _put_back(self, lost: list[tuple[Offer, list[int]]]) -> None:
+        """Rows leased to pulls that never got them, back to NEW (guarded: only while still
+        as this produce leased them), then woken."""
+        woken: Counter[tuple[str, str]] = Counter()
+        try:
+            for offer, indexes in lost:
+                spec = offer.spec
+                back = Message.objects.filter(
+                    id__in=[self.ids[i] for i in indexes], status=Status.RUNNING, lease_owner=spec.consumer,
+                    attempt=1, pulled_at=self.now,
+                ).update(status=Status.NEW, attempt=0, lease_owner=None, lease_expires_at=None, pulled_at=None,
+                         pulled_rank=None, pulled_total=None, update_time=timezone.now())
+                woken[(spec.topic, spec.group)] += back
+            wakeup_hub().publish(+woken)
+        except Exception:
+            logger.exception("putting back %d handed messages failed; their leases run out instead",
+                             sum(len(indexes) for _, indexes in lost))
+
+
+def _decline(offer: Offer) -> None:
+    with contextlib.suppress(Exception):  # its event loop closed: the process is stopping
+        offer.decline()
 
 
 def _capacity(topic: str, biz_id: Any) -> Callable[[Any], int]:
@@ -141,13 +172,9 @@ def _deliverable(row: NewMessage, now: datetime) -> bool:
 
 def _queue_group_biz(topic: str, group: str) -> Any:
     """The topic's business line when a claim of the group would take a message at once
-    and alone, else `_NOT_HANDED`. Read before taking an offer: `take` holds a lock the
-    event loop also takes, so nothing under it may wait on the database."""
+    and alone (`claims.queue.plain_queue`), else `_NOT_HANDED`. Read before taking an offer:
+    `take` holds a lock the event loop also takes, so nothing under it may wait on the
+    database."""
     topic_row = topic_cache.get(topic)
     topic_group = topic_row.group_rows.get(group) if topic_row is not None else None  # type: ignore[attr-defined]
-    if (topic_group is not None and (topic_group.subscribed or not settings.MQ_AUTO_CREATE_GROUPS)
-            and not topic_row.paused and not topic_group.paused  # type: ignore[union-attr]
-            and topic_group.mode == DeliveryMode.QUEUE and not topic_group.flow_controlled
-            and not topic_group.fair_keys):
-        return topic_row.biz_id  # type: ignore[union-attr]
-    return _NOT_HANDED
+    return topic_row.biz_id if plain_queue(topic_row, topic_group) else _NOT_HANDED  # type: ignore[union-attr]

@@ -146,7 +146,9 @@ def _produce(principal: Principal, items: list[ProduceItem], names: set[str]) ->
         and not connection.in_atomic_block
         and all(topic.max_backlog is None for topic in topics.values())  # a cap locks in a transaction
     )
-    # Inside a caller's transaction the commit comes later: nothing is handed off then.
+    # Inside a caller's transaction the commit comes later: nothing is handed off then. (A
+    # caller's raw `sql.short_transaction` would not show here: no caller produces in one,
+    # as the one-statement insert above also assumes.)
     hands_off = not connection.in_atomic_block
     for attempt in range(DEDUP_RACE_RETRIES + 1):
         handoff = HandOff()
@@ -174,12 +176,12 @@ def _produce(principal: Principal, items: list[ProduceItem], names: set[str]) ->
                 transaction.on_commit(lambda pairs=woken: wakeup_hub().publish(pairs))  # type: ignore[misc]
             else:
                 wakeup_hub().publish(woken)
+            _count(results)
+            live_moved((r.topic, r.group, None, Status.NEW) for r in results if not r.duplicate)
         finally:
             # After the wake hints, so other processes claim the rest of a burst meanwhile;
             # whatever happens, since each pull handed rows waits for them.
             handoff.fulfil()
-        _count(results)
-        live_moved((r.topic, r.group, None, Status.NEW) for r in results if not r.duplicate)
         return results
     raise AssertionError("unreachable")
 

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from messages.delivery import expiry, lifecycle, sql
 from messages.delivery.claims.aging import queue_claimable_rows
+from messages.delivery.claims.queue import plain_queue
 from messages.delivery.pull import PullAttempt, wait_timeout
 from messages.models import Message, Status
 from messages.stats.live import live_moved
@@ -29,7 +30,6 @@ from mqcenter.core.db import retry_on_lock_conflict
 from registry.services import rank_cache
 from registry.wakeups import wakeup_hub
 from topics.cache import topic_cache
-from topics.models import DeliveryMode
 from topics.services import group_pull_record
 
 # Pulls claimed for together that came back full wake this many more waiters each: a big
@@ -58,14 +58,7 @@ def messages_pull_many(specs: list[PullSpec], remaining: list[float]) -> list[Pu
         raise ValueError("pulls claimed together share their topic and group")
     topic_row = topic_cache.get(topic)
     topic_group = topic_row.group_rows.get(group) if topic_row is not None else None  # type: ignore[attr-defined]
-    together = (
-        topic_group is not None and (topic_group.subscribed or not settings.MQ_AUTO_CREATE_GROUPS)  # else subscribes
-        and not topic_row.paused and not topic_group.paused  # type: ignore[union-attr]
-        and topic_group.mode == DeliveryMode.QUEUE and not topic_group.flow_controlled
-        # A fair group's claim reads and advances its cursor under the group's row lock
-        # (claims/fair.py): its woken pulls claim one by one, each claim fair on its own.
-        and not topic_group.fair_keys
-    )
+    together = plain_queue(topic_row, topic_group)
     answers: list[PullAttempt | None] = [None] * len(specs)
     batch = [i for i, s in enumerate(specs) if together
              and s.principal.may("consume", topic) and s.principal.may_biz(topic_row.biz_id)]  # type: ignore[union-attr]

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 import pytest
 
+from mqcenter import longpoll
 from mqcenter.handoffs import offers
 from mqcenter.longpoll import ParkedPull, _wait_then_attempt
-from registry.wakeups import LoopEvent
+from registry.wakeups import LoopEvent, WakeupHub
 
 pytestmark = pytest.mark.django_db  # the attempt closes old connections, as around a request
 
@@ -119,3 +121,37 @@ def test_offers_are_taken_longest_open_first_until_they_hold_the_rows() -> None:
     assert first == [("a", 2), ("c", 2)]
     assert left == [("other line", 5), ("d", 1)]
     assert not offers
+
+
+def test_a_hint_that_comes_while_a_hand_off_is_under_way_wakes_another_waiter() -> None:
+    hub = WakeupHub()  # in-process, as without Redis
+
+    async def two_waiting() -> tuple[bool, bool]:
+        loop = asyncio.get_running_loop()
+        taken_pull, other_pull = LoopEvent(loop), LoopEvent(loop)
+        with hub.waiter(*PAIR, taken_pull), hub.waiter(*PAIR, other_pull), \
+                offers.opened(PAIR, "spec", render, taken_pull):
+            [(offer, _)] = offers.take(PAIR, lambda spec: 1, 1)
+            hub.notify_local([PAIR], limit=1)  # the hint of another message of the pair
+            offer.decline()
+            return taken_pull.is_set(), other_pull.is_set()
+
+    assert asyncio.run(two_waiting()) == (True, True)
+
+
+def test_a_pull_gives_up_on_a_produce_that_outlasts_its_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(longpoll, "HANDOFF_GRACE", 0.05)
+    pull = Pull()
+    fulfilled: list[bool] = []
+
+    def slow_produce() -> None:
+        [(offer, _)] = offers.take(PAIR, lambda spec: 1, 1)
+        deadline = time.monotonic() + 10
+        while pull.attempts == 0 and time.monotonic() < deadline:  # until the pull has given up and claimed
+            time.sleep(0.005)
+        fulfilled.append(offer.fulfil(["late"]))
+
+    status, answer, _, _ = wait_in_loop(pull, 5, slow_produce)
+
+    assert (status, answer) == (200, b"claimed") and pull.attempts == 1
+    assert fulfilled == [False], "a produce whose pull gave up must put its rows back"

@@ -4,12 +4,33 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
+
+from django.conf import settings
 
 from messages.delivery import expiry, lifecycle, sql
 from messages.delivery.claims.aging import queue_claimable_rows
 from messages.delivery.claims.fair import FairPick, fair_advance, fair_cursor_locked
 from messages.delivery.claims.gate import Claim, gate_open, gate_spend
 from mqcenter.core.db import retry_on_lock_conflict
+from topics.models import DeliveryMode
+
+
+def plain_queue(topic_row: Any, topic_group: Any) -> bool:
+    """Whether a claim of this group (of this topic, as the topic cache holds them) takes
+    its messages without deciding anything under the group's row lock: a subscribed
+    queue-mode group without flow control or fair keys, neither it nor its topic paused.
+    Only such groups are claimed for several pulls at once (`delivery/pull_many.py`) or
+    handed messages by a produce (`delivery/handoff.py`). A fair group's claim reads and
+    advances its cursor under that lock (claims/fair.py), a gated one spends its budget
+    there (claims/gate.py); a group not subscribed yet is subscribed by a pull's claim."""
+    return (
+        topic_row is not None and topic_group is not None
+        and (topic_group.subscribed or not settings.MQ_AUTO_CREATE_GROUPS)
+        and not topic_row.paused and not topic_group.paused
+        and topic_group.mode == DeliveryMode.QUEUE and not topic_group.flow_controlled
+        and not topic_group.fair_keys
+    )
 
 
 @retry_on_lock_conflict

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.db import connection
 
 from messages.models import Message, Status
 from mqcenter.longpoll import parked_pulls
@@ -151,3 +152,41 @@ def test_a_produce_that_stores_nothing_gives_the_pull_back(shop_apis: tuple[Api,
     [next_one] = produce(producer, {"topic": "hd", "data": 1})
 
     assert [m["id"] for m in pull().json()["messages"]] == [next_one["id"]]
+
+
+def test_a_pull_tired_of_waiting_for_its_produce_claims_and_the_rows_go_back(shop_apis: tuple[Api, Api]) -> None:
+    """A produce whose INSERT waits on a lock after it took the pull: the pull gives up past
+    its wait (plus HANDOFF_GRACE) and answers; the row, committed later, is put back NEW."""
+    if connection.vendor != "mysql":
+        pytest.skip("holds a unique key with a second MariaDB session")
+    import MySQLdb
+
+    producer, consumer = shop_apis
+    produce(producer, {"topic": "ht", "data": 0})
+    consumer.post("/api/v1/pull", {"topic": "ht", "consumer": "c"})
+    other = MySQLdb.connect(host=connection.settings_dict["HOST"] or "127.0.0.1", user=connection.settings_dict["USER"],
+                            port=int(connection.settings_dict["PORT"] or 3306), db=connection.settings_dict["NAME"])
+    try:
+        cursor = other.cursor()
+        cursor.execute("START TRANSACTION")
+        cursor.execute(  # the same dedup key, not committed: the produce's INSERT waits on it
+            "INSERT INTO mq_message (topic, group_name, data, headers, status, effect_time, retry_remaining, attempt,"
+            " timeout_seconds, dedup_key, last_log, add_time, update_time, producer)"
+            " VALUES ('ht', 'default', '1', '{}', 'NEW', UTC_TIMESTAMP(6), 0, 0, 60, 'k', '', UTC_TIMESTAMP(6),"
+            " UTC_TIMESTAMP(6), 'other')")
+        pull = waiting(consumer, {"topic": "ht", "consumer": "c", "wait_seconds": 0.3})
+        stored: dict[str, Any] = {}
+        producing = threading.Thread(target=lambda: stored.update(produce(producer, {
+            "topic": "ht", "group": "default", "data": 1, "dedup_key": "k"})[0]))
+        producing.start()
+        answer = pull()  # past its wait and the grace, while the INSERT still waits
+        cursor.execute("ROLLBACK")
+    finally:
+        other.close()
+    producing.join(timeout=30)
+
+    assert answer.status_code == 200 and answer.json()["messages"] == []
+    row = Message.objects.get(id=stored["id"])
+    assert (row.status, row.attempt, row.lease_owner, row.pulled_at) == (Status.NEW, 0, None, None)
+    taken = consumer.post("/api/v1/pull", {"topic": "ht", "consumer": "c"}).json()["messages"]
+    assert [m["id"] for m in taken] == [stored["id"]]
