@@ -63,13 +63,15 @@ class Offer:
     async def settled(self, timeout: float) -> bytes | None:
         """The answer to send, or None when the produce declined or took longer than
         `timeout` seconds. Only after `taken`; the event loop's thread."""
-        timer = self._loop.call_later(timeout, self._abandon)
+        timer = self._loop.call_later(timeout, self.abandon)
         try:
             return await self._settled
         finally:
             timer.cancel()
 
-    def _abandon(self) -> None:
+    def abandon(self) -> None:
+        """The pull stops waiting for this offer (it timed out, or its task ends): a later
+        `fulfil` answers False. The event loop's thread; nothing once settled."""
         if self._decide("abandoned"):
             _resolve(self._settled, None)
 

@@ -166,14 +166,17 @@ async def _wait_then_attempt(pull: ParkedPull, wake: LoopEvent, seconds: float, 
     of the rows it handed over, or attempt again. A taken pull keeps its wake flag set until
     the hand-off is settled, so the hints that come meanwhile wake other waiters."""
     with offers.opened(pull.key, pull.spec, pull.answer, wake) if pull.key is not None else _NO_OFFER as offer:
-        await wake.wait(seconds)
-    if offer is not None and offer.taken:
-        handed = await offer.settled(max(0.0, deadline - time.monotonic()) + HANDOFF_GRACE)
-        wake.clear()
-        if handed is not None:
-            return 200, handed, None, []
-    else:
-        wake.clear()
+        try:
+            await wake.wait(seconds)
+            handed = None
+            if offer is not None and offer.taken:
+                handed = await offer.settled(max(0.0, deadline - time.monotonic()) + HANDOFF_GRACE)
+        finally:
+            if offer is not None and offer.taken:
+                offer.abandon()  # cancelled meanwhile: the produce puts its rows back
+    wake.clear()
+    if handed is not None:
+        return 200, handed, None, []
     return await _claim_again(pull, max(0.0, deadline - time.monotonic()))
 
 

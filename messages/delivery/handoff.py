@@ -112,14 +112,17 @@ class HandOff:
         lost: list[tuple[Offer, list[int]]] = []
         for offer, indexes in self.taken:
             try:
-                if offer.fulfil([Message(id=self.ids[i], **self.rows[i]._asdict()) for i in indexes]):
-                    live_moved([(offer.spec.topic, offer.spec.group, Status.NEW, Status.RUNNING)] * len(indexes))
-                    metrics.delivered.labels(offer.spec.topic, offer.spec.group).inc(len(indexes))
-                    continue
+                handed = offer.fulfil([Message(id=self.ids[i], **self.rows[i]._asdict()) for i in indexes])
             except Exception:
                 logger.exception("handing %d messages over failed; they are put back", len(indexes))
                 _decline(offer)
-            lost.append((offer, indexes))
+                handed = False
+            if not handed:
+                lost.append((offer, indexes))
+                continue
+            with contextlib.suppress(Exception):  # counting never undoes a hand-over
+                live_moved([(offer.spec.topic, offer.spec.group, Status.NEW, Status.RUNNING)] * len(indexes))
+                metrics.delivered.labels(offer.spec.topic, offer.spec.group).inc(len(indexes))
         self.taken = []
         if lost:
             self._put_back(lost)

@@ -5,6 +5,7 @@ one cannot be taken."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from typing import Any
@@ -155,3 +156,18 @@ def test_a_pull_gives_up_on_a_produce_that_outlasts_its_wait(monkeypatch: pytest
 
     assert (status, answer) == (200, b"claimed") and pull.attempts == 1
     assert fulfilled == [False], "a produce whose pull gave up must put its rows back"
+
+
+def test_a_pull_cancelled_while_handed_rows_leaves_them_to_be_put_back() -> None:
+    async def cancelled() -> bool:
+        wake = LoopEvent(asyncio.get_running_loop())
+        waited = asyncio.ensure_future(_wait_then_attempt(Pull().parked(), wake, 5, deadline=0.0))
+        await asyncio.sleep(0)  # the wait has opened its offer
+        [(offer, _)] = offers.take(PAIR, lambda spec: 1, 1)
+        await asyncio.sleep(0.01)  # the pull now waits for the settlement
+        waited.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waited
+        return offer.fulfil(["late"])
+
+    assert asyncio.run(cancelled()) is False
