@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from mqcenter.core.keyed import registered
+
 Pair = tuple[str, str]
 
 
@@ -101,18 +103,8 @@ class Offers:
     def opened(self, pair: Pair, spec: Any, answer: Callable[[list[Any]], bytes], wake: Any) -> Iterator[Offer]:
         """An offer open while the block runs (the pull's wait); closed after it. The event
         loop's thread only."""
-        offer = Offer(spec, answer, asyncio.get_running_loop(), wake)
-        with self._lock:
-            self._open.setdefault(pair, {})[offer] = None
-        try:
+        with registered(self._lock, self._open, pair, Offer(spec, answer, asyncio.get_running_loop(), wake)) as offer:
             yield offer
-        finally:
-            with self._lock:
-                offers = self._open.get(pair)
-                if offers is not None:
-                    offers.pop(offer, None)
-                    if not offers:
-                        del self._open[pair]
 
     def take(self, pair: Pair, capacity: Callable[[Any], int], rows: int) -> list[tuple[Offer, int]]:
         """Open offers of `pair`, longest-open first, taken until they hold `rows`: each with

@@ -27,6 +27,8 @@ from typing import Any
 
 from django.conf import settings
 
+from mqcenter.core.keyed import registered
+
 logger = logging.getLogger(__name__)
 
 CHANNEL = "mqcenter:wake"
@@ -129,19 +131,8 @@ class WakeupHub:
         A thread waits on the `threading.Event` given by default; a coroutine passes a
         `LoopEvent`."""
         self._ensure_listener()
-        event = threading.Event() if event is None else event
-        pair = (topic, group)
-        with self._lock:
-            self._waiters.setdefault(pair, {})[event] = None
-        try:
-            yield event
-        finally:
-            with self._lock:
-                waiting = self._waiters.get(pair)
-                if waiting is not None:
-                    waiting.pop(event, None)
-                    if not waiting:
-                        del self._waiters[pair]
+        with registered(self._lock, self._waiters, (topic, group), threading.Event() if event is None else event) as held:
+            yield held
 
     def listen(self, pairs: Iterable[Pair], callback: Callable[[Pair], None]) -> Callable[[], None]:
         """Call `callback(pair)` (from the notifying thread) whenever a pair has work, or
