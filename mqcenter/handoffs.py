@@ -6,11 +6,13 @@ The long-poll (`mqcenter/longpoll.py`) opens an `Offer` for each wait of a parke
 closes it when the wait ends. A produce `take`s open offers of its messages' (topic,
 group) before its INSERT, and then must settle each: `fulfil(rows)` once they are committed,
 or `decline()` when they are not. Taking and closing are exclusive under one lock: an offer
-closed first cannot be taken. Taking sets the pull's wake flag, so wake hints go to the
-other waiters meanwhile, and the pull waits for the settlement, past its own timer, up to
-`settled(timeout)`: after that it gives up (`fulfil` then answers False, and the produce
-puts the rows back), so a produce held up by a lock cannot hold a pull past its client's
-patience.
+closed first cannot be taken. Taking holds the pull's wake flag (`LoopEvent.hold`), so wake
+hints go to the other waiters meanwhile, without waking the pull: the settlement wakes it,
+once (a burst's hundreds of takes would otherwise resume as many coroutines on the event
+loop while the produce still inserts). A pull whose timer ends first waits for the
+settlement, up to `settled(timeout)`: after that it gives up (`fulfil` then answers False,
+and the produce puts the rows back), so a produce held up by a lock cannot hold a pull past
+its client's patience.
 
 Which pulls and messages may meet this way is the delivery core's rule
 (`messages/delivery/handoff.py`); this module only keeps the offers.
@@ -54,13 +56,17 @@ class Offer:
         answer = self._answer(rows)
         if not self._decide("settled"):
             return False
-        self._loop.call_soon_threadsafe(_resolve, self._settled, answer)
+        self._loop.call_soon_threadsafe(self._settle, answer)
         return True
 
     def decline(self) -> None:
         """Nothing was stored for it: it claims as usual. Any thread."""
         if self._decide("settled"):
-            self._loop.call_soon_threadsafe(_resolve, self._settled, None)
+            self._loop.call_soon_threadsafe(self._settle, None)
+
+    def _settle(self, answer: bytes | None) -> None:
+        _resolve(self._settled, answer)
+        self._wake.resume()  # the pull may still sleep in its wait: taking it only held it
 
     async def settled(self, timeout: float) -> bytes | None:
         """The answer to send, or None when the produce declined or took longer than
@@ -126,7 +132,7 @@ class Offers:
                     rows -= share
             for offer, _ in taken:
                 offer.taken = True
-                offer._wake.set()  # ends its wait; hints skip it meanwhile
+                offer._wake.hold()  # hints skip it meanwhile; the settlement wakes it
                 del open_now[offer]
             if not open_now:
                 del self._open[pair]

@@ -165,15 +165,17 @@ async def _wait_then_attempt(pull: ParkedPull, wake: LoopEvent, seconds: float, 
     produce of this process (`mqcenter.handoffs`); then send the answer the produce rendered
     of the rows it handed over, or attempt again. A taken pull keeps its wake flag set until
     the hand-off is settled, so the hints that come meanwhile wake other waiters."""
-    with offers.opened(pull.key, pull.spec, pull.answer, wake) if pull.key is not None else _NO_OFFER as offer:
-        try:
+    offer = None
+    handed = None
+    try:
+        with offers.opened(pull.key, pull.spec, pull.answer, wake) if pull.key is not None else _NO_OFFER as offer:
             await wake.wait(seconds)
-            handed = None
-            if offer is not None and offer.taken:
-                handed = await offer.settled(max(0.0, deadline - time.monotonic()) + HANDOFF_GRACE)
-        finally:
-            if offer is not None and offer.taken:
-                offer.abandon()  # cancelled meanwhile: the produce puts its rows back
+        # Closed: no produce takes it from here on, so `taken` is final.
+        if offer is not None and offer.taken:
+            handed = await offer.settled(max(0.0, deadline - time.monotonic()) + HANDOFF_GRACE)
+    finally:
+        if offer is not None and offer.taken:
+            offer.abandon()  # gave up or cancelled: the produce puts its rows back (nothing once settled)
     wake.clear()
     if handed is not None:
         return 200, handed, None, []

@@ -39,8 +39,10 @@ ANY: Pair = ("*", "*")  # listen() to every pair
 
 class LoopEvent:
     """What a coroutine waits on where a thread would wait on a `threading.Event`: `set()`
-    from any thread wakes the waiting coroutine on its event loop. `clear()` and `wait()`
-    belong to the loop's thread, and one coroutine waits on it at a time.
+    from any thread wakes the waiting coroutine on its event loop. `hold()` sets the flag
+    without waking it, for a waiter whose wake-up comes later by `resume()`. `clear()`,
+    `wait()` and `resume()` belong to the loop's thread, and one coroutine waits on it at a
+    time.
 
     A bare future and a timer, not `asyncio.wait_for` on an `asyncio.Event`: on Python 3.11
     `wait_for` wraps each wait in a task of its own, and a thousand pulls woken together
@@ -64,9 +66,14 @@ class LoopEvent:
     def set(self) -> None:
         if not self._flag:
             self._flag = True
-            self._loop.call_soon_threadsafe(self._wake)
+            self._loop.call_soon_threadsafe(self.resume)
 
-    def _wake(self) -> None:
+    def hold(self) -> None:
+        """Set the flag (wake hints pass this waiter by) but let it sleep on. Any thread."""
+        self._flag = True
+
+    def resume(self) -> None:
+        """End the current wait, whatever the flag says."""
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)

@@ -57,7 +57,8 @@ _RENDERER = JSONRenderer()
 def pull_answer(messages: Sequence[Message], outcomes: list[dict[str, Any]] | None = None) -> bytes:
     """`{"messages": [message_delivery(m), ...]}` rendered byte for byte as DRF renders it,
     at a fraction of the cost; with `outcomes` (the acks the pull carried), also
-    `"results": [...]` as `POST /api/v1/ack` answers them.
+    `"results": [...]` as `POST /api/v1/ack` answers them. The messages may also be rows
+    with a Message's attributes (a produce's hand-off renders its `HandedMessage` tuples).
     """
     answer = _messages_answer(messages)
     if outcomes is None:

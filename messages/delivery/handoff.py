@@ -45,11 +45,14 @@ logger = logging.getLogger(__name__)
 _LEASE_FIELDS = ("lease_owner", "lease_expires_at", "pulled_at", "pulled_rank", "pulled_total")
 
 
-def _leased_row_type() -> Any:
-    return collections.namedtuple("LeasedMessage", (*NewMessage._fields, *_LEASE_FIELDS))  # type: ignore[misc]
+def _row_type(name: str, fields: tuple[str, ...]) -> Any:
+    return collections.namedtuple(name, fields)  # type: ignore[misc]
 
 
-LeasedMessage = _leased_row_type()
+LeasedMessage = _row_type("LeasedMessage", (*NewMessage._fields, *_LEASE_FIELDS))
+# A handed row as its pull's answer renders it (`answers.pull_answer` reads a Message's
+# attributes, which these share): a tuple, not a model instance per message.
+HandedMessage = _row_type("HandedMessage", ("id", *LeasedMessage._fields))
 _NO_LEASE = (None, None, None, None, None)
 _NOT_HANDED = object()
 
@@ -110,9 +113,10 @@ class HandOff:
         them (it gave up waiting, or the hand-over failed) are put back, NEW and woken, as
         if never handed. Never raises: the produce is committed."""
         lost: list[tuple[Offer, list[int]]] = []
+        delivered: Counter[tuple[str, str]] = Counter()
         for offer, indexes in self.taken:
             try:
-                handed = offer.fulfil([Message(id=self.ids[i], **self.rows[i]._asdict()) for i in indexes])
+                handed = offer.fulfil([HandedMessage(self.ids[i], *self.rows[i]) for i in indexes])
             except Exception:
                 logger.exception("handing %d messages over failed; they are put back", len(indexes))
                 _decline(offer)
@@ -120,10 +124,13 @@ class HandOff:
             if not handed:
                 lost.append((offer, indexes))
                 continue
-            with contextlib.suppress(Exception):  # counting never undoes a hand-over
-                live_moved([(offer.spec.topic, offer.spec.group, Status.NEW, Status.RUNNING)] * len(indexes))
-                metrics.delivered.labels(offer.spec.topic, offer.spec.group).inc(len(indexes))
+            delivered[(offer.spec.topic, offer.spec.group)] += len(indexes)
         self.taken = []
+        with contextlib.suppress(Exception):  # counting never undoes a hand-over
+            live_moved([(topic, group, Status.NEW, Status.RUNNING) for (topic, group), count in delivered.items()
+                        for _ in range(count)])
+            for (topic, group), count in delivered.items():
+                metrics.delivered.labels(topic, group).inc(count)
         if lost:
             self._put_back(lost)
 

@@ -14,6 +14,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from messages.delivery.answers import pull_answer
 from messages.models import Message, Status
 from mqcenter.longpoll import parked_pulls
 from tests.conftest import Api, make_api
@@ -58,13 +59,15 @@ def test_a_message_produced_while_a_pull_waits_is_stored_leased_to_it(shop_apis:
     consumer.post("/api/v1/pull", {"topic": "h", "consumer": "c"})  # the group exists, its backlog is empty
     pull = waiting(consumer, {"topic": "h", "consumer": "c", "wait_seconds": 20})
 
-    [stored] = produce(producer, {"topic": "h", "data": {"n": 1}})
+    [stored] = produce(producer, {"topic": "h", "data": {"n": 1}, "key": "k", "tag": "t", "headers": {"a": "b"}})
     answer = pull()
 
     assert stored["status"] == Status.NEW  # as the produce gave it
     [delivered] = answer.json()["messages"]
     assert delivered["id"] == stored["id"] and delivered["data"] == {"n": 1} and delivered["attempt"] == 1
     row = Message.objects.get(id=stored["id"])
+    # Rendered from the produce's own row, byte for byte what a claim of the stored row answers.
+    assert answer.content == pull_answer([row])
     assert (row.status, row.lease_owner, row.attempt) == (Status.RUNNING, "c", 1)
     # Stored leased in the produce's own statement: a claim after it would pull later.
     assert row.pulled_at == row.add_time
