@@ -3,9 +3,10 @@ waiters of that key that arrive meanwhile queue, and the next run takes them tog
 to `max_batch` at a time).
 
 The long-poll (`mqcenter/longpoll.py`) claims for woken pulls this way: the first pull woken
-for a (topic, group) claims at once, alone, as before; the pulls of a burst, woken while it
-claims, are claimed for together by the next runs, one transaction per run instead of one
-per pull.
+for a (topic, group) starts a run at the event loop's next turn, with the pulls woken in the
+same turn (a burst's wake hint resumes hundreds at once; alone, the first would hold up all
+of them for a transaction of its own); the pulls woken while it claims are claimed for
+together by the next runs, one transaction per run instead of one per pull.
 """
 
 from __future__ import annotations
@@ -46,6 +47,12 @@ class KeyedBatches(Generic[T, R]):
         return await future
 
     async def _runs(self, key: Hashable, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
+        # The task starts a turn of the loop after the first submit: those submitted in that
+        # turn go with it.
+        queued = self._queued[key]
+        room = self.max_batch - len(batch)
+        batch += queued[:room]
+        del queued[:room]
         try:
             while batch:
                 try:

@@ -33,6 +33,19 @@ class Recorder:
         return [item.upper() for item in items]
 
 
+def test_those_submitted_together_run_together_up_to_the_batch_size() -> None:
+    async def scenario() -> None:
+        recorder = Recorder()
+        recorder.release.set()
+        batches = KeyedBatches(recorder.run, max_batch=3)
+        # Submitted in one turn of the loop, as the pulls one wake hint resumes.
+        together = [asyncio.ensure_future(batches.submit("k", item)) for item in "abcde"]
+        assert await asyncio.gather(*together) == list("ABCDE")
+        assert recorder.batches == [["a", "b", "c"], ["d", "e"]]
+
+    asyncio.run(scenario())
+
+
 def test_the_first_runs_alone_and_those_arriving_meanwhile_run_together() -> None:
     async def scenario() -> None:
         recorder = Recorder()
