@@ -47,13 +47,10 @@ class KeyedBatches(Generic[T, R]):
         return await future
 
     async def _runs(self, key: Hashable, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
-        # The task starts a turn of the loop after the first submit: those submitted in that
-        # turn go with it.
-        queued = self._queued[key]
-        room = self.max_batch - len(batch)
-        batch += queued[:room]
-        del queued[:room]
         try:
+            # The task starts a turn of the loop after the first submit: those submitted in
+            # that turn go with it.
+            batch = self._next_batch(key, batch)
             while batch:
                 try:
                     results = await self.run([item for item, _ in batch])
@@ -67,9 +64,21 @@ class KeyedBatches(Generic[T, R]):
                     for (_, future), result in zip(batch, results, strict=True):
                         if not future.done():  # its waiter may have been cancelled
                             future.set_result(result)
-                queued = self._queued[key]
-                batch, self._queued[key] = queued[: self.max_batch], queued[self.max_batch :]
+                batch = self._next_batch(key, [])
         finally:
             for _, future in self._queued.pop(key, []):
                 if not future.done():
                     future.cancel()
+
+    def _next_batch(self, key: Hashable, batch: list[tuple[T, asyncio.Future[R]]]) -> list[tuple[T, asyncio.Future[R]]]:
+        """`batch` filled up to `max_batch` from the key's queue, in order. An item whose
+        waiter was cancelled meanwhile is dropped: running it (claiming for a pull whose
+        client is gone) would be work for nobody."""
+        queued = self._queued[key]
+        taken = 0
+        while taken < len(queued) and len(batch) < self.max_batch:
+            if not queued[taken][1].done():
+                batch.append(queued[taken])
+            taken += 1
+        del queued[:taken]
+        return batch

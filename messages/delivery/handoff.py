@@ -126,10 +126,9 @@ class HandOff:
                 continue
             delivered[(offer.spec.topic, offer.spec.group)] += len(indexes)
         self.taken = []
-        with contextlib.suppress(Exception):  # counting never undoes a hand-over
-            live_moved([(topic, group, Status.NEW, Status.RUNNING) for (topic, group), count in delivered.items()
-                        for _ in range(count)])
-            for (topic, group), count in delivered.items():
+        for (topic, group), count in delivered.items():
+            with contextlib.suppress(Exception):  # counting never undoes a hand-over
+                live_moved([(topic, group, Status.NEW, Status.RUNNING)] * count)
                 metrics.delivered.labels(topic, group).inc(count)
         if lost:
             self._put_back(lost)

@@ -152,19 +152,23 @@ def test_a_pull_gives_up_on_a_produce_that_outlasts_its_wait(monkeypatch: pytest
             time.sleep(0.005)
         fulfilled.append(offer.fulfil(["late"]))
 
-    status, answer, _, _ = wait_in_loop(pull, 5, slow_produce)
+    status, answer, _, _ = wait_in_loop(pull, 0.1, slow_produce)
 
     assert (status, answer) == (200, b"claimed") and pull.attempts == 1
     assert fulfilled == [False], "a produce whose pull gave up must put its rows back"
 
 
-def test_a_pull_cancelled_while_handed_rows_leaves_them_to_be_put_back() -> None:
+@pytest.mark.parametrize("when", ["in its wait", "past its timer, waiting for the settlement"])
+def test_a_pull_cancelled_while_handed_rows_leaves_them_to_be_put_back(when: str) -> None:
+    seconds = 5.0 if when == "in its wait" else 0.01
+
     async def cancelled() -> bool:
         wake = LoopEvent(asyncio.get_running_loop())
-        waited = asyncio.ensure_future(_wait_then_attempt(Pull().parked(), wake, 5, deadline=0.0))
+        waited = asyncio.ensure_future(_wait_then_attempt(Pull().parked(), wake, seconds, deadline=time.monotonic() + 5))
         await asyncio.sleep(0)  # the wait has opened its offer
         [(offer, _)] = offers.take(PAIR, lambda spec: 1, 1)
-        await asyncio.sleep(0.01)  # the pull now waits for the settlement
+        await asyncio.sleep(0.05)  # a taken pull sleeps on until its timer; then it awaits the settlement
+        assert not waited.done()
         waited.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await waited

@@ -98,5 +98,6 @@ def test_a_cancelled_waiter_does_not_stop_the_others() -> None:
         assert await first == "A" and await kept == "C"
         with pytest.raises(asyncio.CancelledError):
             await gone
+        assert recorder.batches == [["a"], ["c"]]  # nothing run for the waiter that left
 
     asyncio.run(scenario())
