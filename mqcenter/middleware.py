@@ -1,14 +1,24 @@
-"""Guards for the API surface that must hold before any view runs."""
+"""Guards for the API surface that must hold before any view runs, and the console's
+middleware, which API requests pass by."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import cache
+from typing import Any
 
+from csp.constants import HEADER as CSP_HEADER
+from csp.middleware import CSPMiddleware
+from csp.utils import build_policy
 from django.conf import settings
+from django.contrib.auth.middleware import AuthenticationMiddleware
+from django.contrib.messages.middleware import MessageMiddleware
+from django.contrib.sessions.middleware import SessionMiddleware
 from django.http import HttpRequest, HttpResponse
 from django.middleware.locale import LocaleMiddleware
 from django.utils import translation
+from django_htmx.middleware import HtmxMiddleware
 
 from mqcenter.core.errors import INTERNAL_ERROR, error_response, mq_error_from
 
@@ -72,3 +82,56 @@ class ConsoleLocaleMiddleware(LocaleMiddleware):
             request.LANGUAGE_CODE = settings.LANGUAGE_CODE
             return
         super().process_request(request)
+
+
+# --- the console's middleware ---------------------------------------------------------------
+# An API request carries a bearer token and JSON, no cookie: a session, the logged-in user,
+# flash messages and htmx's headers mean nothing to it, and django-csp built the same policy
+# for each answer. Skipping them took a one-message produce from 1,205 to 1,135 µs and
+# `/healthz` from 140 to 90 µs (in process, back to back, the two chains alternating).
+# CSRF and clickjacking stay whole on every path (cheap, and Django's deploy checks look
+# for them by name).
+
+
+class ConsoleOnly:
+    """Mixed in before a Django middleware the console needs and the API does not."""
+
+    get_response: Callable[[HttpRequest], Any]
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if request.path.startswith(API_PREFIXES):
+            return self.get_response(request)
+        return super().__call__(request)  # type: ignore[misc]
+
+
+class ConsoleSessionMiddleware(ConsoleOnly, SessionMiddleware):
+    pass
+
+
+class ConsoleAuthenticationMiddleware(ConsoleOnly, AuthenticationMiddleware):
+    pass
+
+
+class ConsoleMessageMiddleware(ConsoleOnly, MessageMiddleware):
+    pass
+
+
+class ConsoleHtmxMiddleware(ConsoleOnly, HtmxMiddleware):
+    pass
+
+
+class ContentSecurityPolicyMiddleware(CSPMiddleware):
+    """django-csp's middleware; API answers get the settings' policy as one string built
+    once, since none of them uses a nonce or a policy of its own view."""
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if not request.path.startswith(API_PREFIXES):
+            return super().__call__(request)
+        response = self.get_response(request)
+        response.headers.setdefault(CSP_HEADER, api_policy())
+        return response
+
+
+@cache
+def api_policy() -> str:
+    return build_policy()

@@ -67,16 +67,16 @@ MIDDLEWARE = [
     "mqcenter.middleware.ApiGuardMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    "mqcenter.middleware.ConsoleSessionMiddleware",
     # After sessions, before CommonMiddleware (Django's documented place); the API stays English.
     "mqcenter.middleware.ConsoleLocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "mqcenter.middleware.ConsoleAuthenticationMiddleware",
+    "mqcenter.middleware.ConsoleMessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "csp.middleware.CSPMiddleware",
-    "django_htmx.middleware.HtmxMiddleware",
+    "mqcenter.middleware.ContentSecurityPolicyMiddleware",
+    "mqcenter.middleware.ConsoleHtmxMiddleware",
 ]
 
 ROOT_URLCONF = "mqcenter.urls"

@@ -54,14 +54,14 @@ _PG_AS_IS = frozenset({"CharField", "TextField", "IntegerField", "BigIntegerFiel
                        "BooleanField", "DateTimeField"})
 
 
-def _adapter(field: Field[Any, Any]) -> Callable[[Any], Any]:
+def _adapter(field: Field[Any, Any], mysql: bool) -> Callable[[Any], Any]:
     """Per-column conversion to a database parameter, chosen once per insert.
 
     Django's `get_db_prep_save` costs ~10 us a value; on MySQL the conversions are simple
     enough to do directly, and a batch's rows share their timestamps, so each distinct one
     is converted once. Other backends keep Django's (their JSON adapters differ).
     """
-    if not is_mysql():
+    if not mysql:
         return lambda value: field.get_db_prep_save(value, connection)
     if isinstance(field, DateTimeField):
         seen: dict[Any, Any] = {}
@@ -109,7 +109,8 @@ def insert_values(model: type[Model], rows: Sequence[NamedTuple], *, return_ids:
     # PostgreSQL: a column of the plain types goes as one array literal (`_pg_array`).
     pg_arrays = connection.vendor == "postgresql" and all(
         f.get_internal_type() in _PG_AS_IS or isinstance(f, JSONField) for f in fields)
-    adapters = [_pg_adapter(f) if pg_arrays else _adapter(f) for f in fields]
+    mysql = is_mysql()
+    adapters = [_pg_adapter(f) if pg_arrays else _adapter(f, mysql) for f in fields]
     quote = connection.ops.quote_name
     columns = ", ".join(quote(f.column) for f in fields)
     row_marks = "(" + ", ".join(["%s"] * len(fields)) + ")"
@@ -122,7 +123,7 @@ def insert_values(model: type[Model], rows: Sequence[NamedTuple], *, return_ids:
     with connection.cursor() as cursor:
         for start in range(0, len(rows), chunk_size):
             chunk = rows[start : start + chunk_size]
-            if is_mysql() and not one_by_one:
+            if mysql and not one_by_one:
                 statement = f"INSERT INTO {table} ({columns}) VALUES ".encode() + _mysql_rows(chunk, adapters)  # noqa: S608 - names from the model
                 if return_ids:
                     cursor.execute(statement + f" RETURNING {pk}".encode())

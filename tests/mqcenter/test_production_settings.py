@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.test import override_settings
+from django.urls import reverse
 
 from tests.conftest import Api, error_of
 
@@ -48,8 +49,13 @@ def test_it_answers_429_with_retry_after_when_a_token_exceeds_its_rate(admin_api
 
 @pytest.mark.django_db
 def test_it_sends_security_headers_on_api_and_console_responses(admin_api: Api, client: Any) -> None:
-    for response in (admin_api.get("/api/v1/topics"), client.get("/healthz")):
+    console = client.get(reverse("console:login"))
+    assert console.status_code == 200
+    for response in (admin_api.get("/api/v1/topics"), client.get("/healthz"), console):
         assert response["X-Content-Type-Options"] == "nosniff"
         assert response["X-Frame-Options"] == "DENY"
         assert "default-src 'self'" in response["Content-Security-Policy"]
         assert "unsafe-inline" not in response["Content-Security-Policy"]
+        # The API's policy is built once; it is the console's, not a copy that could drift.
+        assert response["Content-Security-Policy"] == console["Content-Security-Policy"]
+
