@@ -75,7 +75,7 @@ MIDDLEWARE = [
     "mqcenter.middleware.ConsoleAuthenticationMiddleware",
     "mqcenter.middleware.ConsoleMessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "mqcenter.middleware.ContentSecurityPolicyMiddleware",
+    "mqcenter.middleware.ApiCspMiddleware",
     "mqcenter.middleware.ConsoleHtmxMiddleware",
 ]
 

@@ -51,11 +51,22 @@ def test_it_answers_429_with_retry_after_when_a_token_exceeds_its_rate(admin_api
 def test_it_sends_security_headers_on_api_and_console_responses(admin_api: Api, client: Any) -> None:
     console = client.get(reverse("console:login"))
     assert console.status_code == 200
-    for response in (admin_api.get("/api/v1/topics"), client.get("/healthz"), console):
+    api = (admin_api.get("/api/v1/topics"), client.get("/healthz"))
+    for response in (*api, console):
         assert response["X-Content-Type-Options"] == "nosniff"
         assert response["X-Frame-Options"] == "DENY"
         assert "default-src 'self'" in response["Content-Security-Policy"]
         assert "unsafe-inline" not in response["Content-Security-Policy"]
-        # The API's policy is built once; it is the console's, not a copy that could drift.
-        assert response["Content-Security-Policy"] == console["Content-Security-Policy"]
+    # The API's policy is built once, from the same settings as the console's.
+    assert {r["Content-Security-Policy"] for r in api} == {console["Content-Security-Policy"]}
 
+
+
+@pytest.mark.django_db
+@override_settings(CONTENT_SECURITY_POLICY_REPORT_ONLY={"DIRECTIVES": {"default-src": ["'self'"], "report-uri": "/csp"}})
+def test_a_report_only_policy_reaches_api_and_console_answers(client: Any) -> None:
+    console = client.get(reverse("console:login"))
+    api = client.get("/healthz")
+    assert "report-uri /csp" in console["Content-Security-Policy-Report-Only"]
+    assert api["Content-Security-Policy-Report-Only"] == console["Content-Security-Policy-Report-Only"]
+    assert api["Content-Security-Policy"] == console["Content-Security-Policy"]
