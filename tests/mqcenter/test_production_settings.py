@@ -61,7 +61,6 @@ def test_it_sends_security_headers_on_api_and_console_responses(admin_api: Api, 
     assert {r["Content-Security-Policy"] for r in api} == {console["Content-Security-Policy"]}
 
 
-
 @pytest.mark.django_db
 @override_settings(CONTENT_SECURITY_POLICY_REPORT_ONLY={"DIRECTIVES": {"default-src": ["'self'"], "report-uri": "/csp"}})
 def test_a_report_only_policy_reaches_api_and_console_answers(client: Any) -> None:
