@@ -35,6 +35,7 @@ POSTGRES_URL = os.environ.get("MQ_BENCH_POSTGRES", "postgres://root@127.0.0.1:54
 POSTGRES = DATABASE == "postgres"
 DB_SUFFIX = "_pg" if POSTGRES else ""
 DB_PROCESS = "postgres" if POSTGRES else "mariadbd"
+DB_PART = "postgresql" if POSTGRES else "mariadb"  # its name in "where the CPU goes"
 PYTHON = sys.executable
 PAYLOAD = "x" * 180  # with the JSON wrapper a message's data is ~200 bytes
 

@@ -22,11 +22,20 @@ import multiprocessing
 import queue
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import MySQLdb
 
-from bench.common import POSTGRES, BenchBroker, db_connect, payload
+from bench.common import (
+    DB_PART,
+    DB_PROCESS,
+    POSTGRES,
+    BenchBroker,
+    CpuMeter,
+    db_connect,
+    payload,
+    pids_named,
+)
 
 TOPIC, GROUP = "bench", "default"
 BATCH = 100
@@ -76,14 +85,14 @@ def utc_now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
-def _insert_worker(database: str, count: int, start_at: float, out: Any) -> None:
+def _insert_worker(database: str, count: int, start_at: float, out: Any, release: Any) -> None:
     import json
 
     conn = _connect(database)
     cur = conn.cursor()
     while time.time() < start_at:
         time.sleep(0.001)
-    began = time.time()
+    began, cpu = time.time(), time.process_time()
     done = 0
     while done < count:
         n = min(BATCH, count - done)
@@ -92,7 +101,8 @@ def _insert_worker(database: str, count: int, start_at: float, out: Any) -> None
         cur.executemany(INSERT_MESSAGE, rows)
         conn.commit()
         done += n
-    out.put((began, time.time()))
+    out.put(((began, time.time(), count), time.process_time() - cpu))
+    release.wait(60)
     conn.close()
 
 
@@ -140,17 +150,18 @@ def _marks(ids: list[int]) -> str:
     return ",".join(["%s"] * len(ids))
 
 
-def _claim_worker(database: str, traces: bool, start_at: float, out: Any) -> None:
+def _claim_worker(database: str, traces: bool, start_at: float, out: Any, release: Any) -> None:
     conn = _connect(database)
     consumer = f"dblimit-{multiprocessing.current_process().pid}"
     while time.time() < start_at:
         time.sleep(0.001)
-    began, processed = time.time(), 0
+    began, cpu, processed = time.time(), time.process_time(), 0
     while rows := _retried(claim, conn, consumer, traces=traces):
         # ack: a separate transaction, as a consumer acks after its handler ran
         _retried(ack, conn, consumer, rows, traces=traces)
         processed += len(rows)
-    out.put((began, time.time(), processed))
+    out.put(((began, time.time(), processed), time.process_time() - cpu))
+    release.wait(60)
     conn.close()
 
 
@@ -179,23 +190,47 @@ def _retried(step: Any, conn: Any, *args: Any, **kwargs: Any) -> Any:
     raise AssertionError("unreachable")
 
 
-def _run(target: Any, args_of: list[tuple[Any, ...]]) -> list[Any]:
+class Spans(NamedTuple):
+    """What the worker processes of one `_run` did: each one's (began, ended, rows), and the
+    CPU seconds the database server and the workers themselves spent meanwhile."""
+
+    spans: list[tuple[float, float, int]]
+    database_cpu: float
+    clients_cpu: float
+
+    def rate(self) -> float:
+        """Rows per second, from the first worker's start to the last one's end."""
+        return sum(s[2] for s in self.spans) / (max(s[1] for s in self.spans) - min(s[0] for s in self.spans))
+
+    def cpu_us_per_row(self) -> dict[str, float]:
+        rows = sum(s[2] for s in self.spans)
+        return {DB_PART: self.database_cpu / rows * 1e6, "clients": self.clients_cpu / rows * 1e6}
+
+
+def _run(target: Any, args_of: list[tuple[Any, ...]]) -> Spans:
     ctx = multiprocessing.get_context("fork")
-    out = ctx.Queue()
+    out, release = ctx.Queue(), ctx.Event()
     start_at = time.time() + 0.5
-    procs = [ctx.Process(target=target, args=(*args, start_at, out)) for args in args_of]
+    procs = [ctx.Process(target=target, args=(*args, start_at, out, release)) for args in args_of]
+    meter = CpuMeter({"database": lambda: pids_named(DB_PROCESS)})
     for proc in procs:
         proc.start()
     results: list[Any] = []
-    while len(results) < len(procs):
-        try:
-            results.append(out.get(timeout=5))
-        except queue.Empty:
-            if any(proc.exitcode not in (None, 0) for proc in procs):
-                raise RuntimeError("a database-limit worker process failed") from None
+    try:
+        while len(results) < len(procs):
+            try:
+                results.append(out.get(timeout=5))
+            except queue.Empty:
+                if any(proc.exitcode not in (None, 0) for proc in procs):
+                    raise RuntimeError("a database-limit worker process failed") from None
+        # Read while the workers still hold their connections: a PostgreSQL backend that
+        # ended would not be counted.
+        database_cpu = meter.used()["database"]
+    finally:
+        release.set()
     for proc in procs:
         proc.join()
-    return results
+    return Spans([span for span, _ in results], database_cpu, sum(cpu for _, cpu in results))
 
 
 def _reset(database: str) -> None:
@@ -222,24 +257,31 @@ def analyze(database: str) -> None:
         conn.close()
 
 
-def insert_rate(database: str, messages: int) -> float:
-    """Messages per second inserted by 4 processes in batches of 100 (fresh table)."""
+def insert_rate(database: str, messages: int, cpu: dict[str, float] | None = None) -> float:
+    """Messages per second inserted by 4 processes in batches of 100 (fresh table). With
+    `cpu`, also fills in the CPU µs per message of the database server and the 4 clients."""
     _reset(database)
-    share = messages // PROCESSES
-    spans = _run(_insert_worker, [(database, share)] * PROCESSES)
-    return share * PROCESSES / (max(s[1] for s in spans) - min(s[0] for s in spans))
+    run = _run(_insert_worker, [(database, messages // PROCESSES)] * PROCESSES)
+    if cpu is not None:
+        cpu.update(run.cpu_us_per_row())
+    return run.rate()
 
 
-def claim_ack_rate(database: str, messages: int, *, traces: bool = False) -> float:
-    """Messages per second claimed and acked by 4 processes in batches of 100."""
+def claim_ack_rate(database: str, messages: int, *, traces: bool = False, cpu: dict[str, float] | None = None) -> float:
+    """Messages per second claimed and acked by 4 processes in batches of 100. With `cpu`,
+    also fills in the CPU µs per message of the database server and the 4 clients: beside
+    the broker's end to end, the database's part shows what the broker's statements cost
+    against these same statements."""
     _reset(database)
     _run(_insert_worker, [(database, messages // PROCESSES)] * PROCESSES)
     analyze(database)
-    spans = _run(_claim_worker, [(database, traces)] * PROCESSES)
-    total = sum(s[2] for s in spans)
+    run = _run(_claim_worker, [(database, traces)] * PROCESSES)
+    total = sum(s[2] for s in run.spans)
     if total != messages // PROCESSES * PROCESSES:
         raise RuntimeError(f"claimed {total} of {messages}: rows were lost or taken twice")
-    return total / (max(s[1] for s in spans) - min(s[0] for s in spans))
+    if cpu is not None:
+        cpu.update(run.cpu_us_per_row())
+    return run.rate()
 
 
 def idle_round_trips(database: str, samples: int, gap: float = 0.02) -> dict[str, float]:

@@ -34,6 +34,11 @@ def _started(name: str, serving: str | None = None) -> BenchBroker:
     return broker
 
 
+def _cpu_summary(runs: list[dict[str, float]]) -> dict[str, Any]:
+    """Each part's CPU µs per message over a figure's runs (`CpuMeter` splits, one per run)."""
+    return {part: summary(run[part] for run in runs) for part in runs[0]}
+
+
 def _lat(samples: list[float]) -> dict[str, float]:
     return {"p50_ms": percentile(samples, 50) * 1000, "p99_ms": percentile(samples, 99) * 1000,
             "max_ms": max(samples) * 1000, "samples": len(samples)}
@@ -51,12 +56,15 @@ def database_limit(scale: Scale, results: Results) -> None:
     database = dblimit.scratch_database()
     # A produce writes no trace rows (a message's "produced" event is its row): the insert is
     # its whole durable work, so it has no "with traces" variant.
-    results.put("dblimit_insert", {"unit": "msg/s", **summary(
-        dblimit.insert_rate(database, scale.produce_messages) for _ in range(scale.repeats))})
+    cpu: list[dict[str, float]] = [{} for _ in range(scale.repeats)]
+    rates = [dblimit.insert_rate(database, scale.produce_messages, cpu=split) for split in cpu]
+    results.put("dblimit_insert", {"unit": "msg/s", **summary(rates), "cpu_us_per_message": _cpu_summary(cpu)})
     for traces in (False, True):
         suffix = "_with_traces" if traces else ""
-        results.put(f"dblimit_claim_ack{suffix}", {"unit": "msg/s", **summary(
-            dblimit.claim_ack_rate(database, scale.e2e_messages, traces=traces) for _ in range(scale.repeats))})
+        cpu = [{} for _ in range(scale.repeats)]
+        rates = [dblimit.claim_ack_rate(database, scale.e2e_messages, traces=traces, cpu=split) for split in cpu]
+        results.put(f"dblimit_claim_ack{suffix}", {"unit": "msg/s", **summary(rates),
+                                                   "cpu_us_per_message": _cpu_summary(cpu)})
     BenchBroker("bench_limit").teardown()
 
 
@@ -90,7 +98,7 @@ def produce(scale: Scale, results: Results) -> None:
             rates.append(load.produce_rate(broker, "bench", scale.produce_messages, cpu=cpu[-1]))
         results.put("mq_produce", {"unit": "msg/s", "serving": broker.serving.label,
                                    "messages": scale.produce_messages, **summary(rates),
-                                   "cpu_us_per_message": {part: summary(run[part] for run in cpu) for part in cpu[0]}})
+                                   "cpu_us_per_message": _cpu_summary(cpu)})
         results.put("mq_rss_after_produce", {"unit": "MB", "value": broker.rss_mb()})
     finally:
         broker.teardown()
@@ -111,7 +119,7 @@ def e2e(scale: Scale, results: Results) -> None:
             http_rates.append(load.pull_ack_rate(broker, "bench", scale.serving_messages))
         results.put("mq_e2e", {"unit": "msg/s", "serving": broker.serving.label,
                                "messages": scale.e2e_messages, **summary(rates),
-                               "cpu_us_per_message": {part: summary(run[part] for run in cpu) for part in cpu[0]}})
+                               "cpu_us_per_message": _cpu_summary(cpu)})
         results.put("mq_http_pull_ack", {"unit": "msg/s", "messages": scale.serving_messages, **summary(http_rates)})
         results.put("mq_rss_after_e2e", {"unit": "MB", "value": broker.rss_mb()})
     finally:

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from bench.common import (
+    DB_PART,
     DB_PROCESS,
     KEY_ID,
     PYTHON,
@@ -35,7 +36,6 @@ from bench.dblimit import INSERT_MESSAGE, analyze, message_row
 
 THREADS = 4
 BATCH = 100
-DB_PART = "postgresql" if DB_PROCESS == "postgres" else "mariadb"
 
 
 def _client(broker: BenchBroker) -> httpx.Client:

@@ -38,11 +38,17 @@ def postgres_rows(f: dict[str, Any], fmt: Any, ratio: Any, verdict: Any) -> list
                 verdict(r >= 0.5 if r else None),
             )
         )
-    for name, what in (("mq_produce_pg", "a produce"), ("mq_e2e_pg", "end to end")):
-        mq = f.get(name)
-        if mq and mq.get("cpu_us_per_message"):
-            split = "; ".join(
-                f"{part} {fmt(value)}" for part, value in mq["cpu_us_per_message"].items()
-            )
-            rows.append((f"  where the CPU goes on PostgreSQL ({what}), µs per message", split, "", "info", ""))
+    for name, limit, what in (("mq_produce_pg", "dblimit_insert_pg", "a produce"),
+                              ("mq_e2e_pg", "dblimit_claim_ack_pg", "end to end")):
+        split, baseline = cpu_split(f.get(name), fmt), cpu_split(f.get(limit), fmt, ", ")
+        if split or baseline:
+            rows.append((f"  where the CPU goes on PostgreSQL ({what}), µs per message", split or "—",
+                         f"PostgreSQL limit: {baseline}" if baseline else "", "info", ""))
     return rows
+
+
+def cpu_split(figure: dict[str, Any] | None, fmt: Any, separator: str = "; ") -> str:
+    """A figure's CPU µs per message by part ("where the CPU goes"), "" when not measured."""
+    if not figure or not figure.get("cpu_us_per_message"):
+        return ""
+    return separator.join(f"{part} {fmt(value)}" for part, value in figure["cpu_us_per_message"].items())

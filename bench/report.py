@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import RESULTS_DIR
-from bench.postgres import postgres_rows
+from bench.postgres import cpu_split, postgres_rows
 
 
 def _fmt(fig: dict[str, Any] | None, digits: int = 0) -> str:
@@ -57,12 +57,15 @@ def _fanout_rows(f: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
     return rows
 
 
-def _cpu_rows(figure: dict[str, Any] | None) -> list[tuple[str, str, str, str, str]]:
-    """Where a throughput figure's CPU went, when it measured that."""
-    if not figure or not figure.get("cpu_us_per_message"):
+def _cpu_rows(figure: dict[str, Any] | None, limit: dict[str, Any] | None) -> list[tuple[str, str, str, str, str]]:
+    """Where a throughput figure's CPU went, and its database limit's, when they measured
+    that. Side by side they show what the broker adds: the database's part of a figure
+    against the same statements' cost without a broker."""
+    split, baseline = cpu_split(figure, _fmt), cpu_split(limit, _fmt, ", ")
+    if not split and not baseline:
         return []
-    split = "; ".join(f"{part} {_fmt(value)}" for part, value in figure["cpu_us_per_message"].items())
-    return [("  where the CPU goes, µs per message", split, "2 cores = 2,000,000 µs/s", "info", "")]
+    return [("  where the CPU goes, µs per message", split or "—",
+             (f"DB limit: {baseline}; " if baseline else "") + "2 cores = 2,000,000 µs/s", "info", "")]
 
 
 def table(data: dict[str, Any]) -> str:
@@ -77,7 +80,7 @@ def table(data: dict[str, Any]) -> str:
     if dbt:
         rows.append(("  (same work incl. trace rows)", "", f"DB limit insert + traces {_fmt(dbt)}; ratio "
                      f"{_ratio(mq, dbt) or 0:.2f}", "info", ""))
-    rows += _cpu_rows(mq)
+    rows += _cpu_rows(mq, db)
 
     mq, db = f.get("mq_e2e"), f.get("dblimit_claim_ack")
     r = _ratio(mq, db)
@@ -97,7 +100,7 @@ def table(data: dict[str, Any]) -> str:
     http = f.get("mq_http_pull_ack")
     if http:
         rows.append(("  HTTP pull 100 + ack 100, 4 threads (no SDK)", _fmt(http), "", "info", ""))
-    rows += _cpu_rows(mq)
+    rows += _cpu_rows(mq, db)
 
     rows += postgres_rows(f, _fmt, _ratio, _verdict)
     rows += _fanout_rows(f)

@@ -27,7 +27,10 @@ def test_it_measures_the_database_limit_without_losing_rows() -> None:
     try:
         assert dblimit.insert_rate(database, 400) > 0
         # claim_ack_rate raises if any row was lost or claimed twice
-        assert dblimit.claim_ack_rate(database, 400, traces=True) > 0
+        cpu: dict[str, float] = {}
+        assert dblimit.claim_ack_rate(database, 400, traces=True, cpu=cpu) > 0
+        # where its CPU went: the server's part and the 4 client processes'
+        assert set(cpu) == {"mariadb", "clients"} and min(cpu.values()) > 0
         idle = dblimit.idle_round_trips(database, 5, gap=0.001)
         assert set(idle) == {"select_p50_ms", "insert_commit_p50_ms"} and min(idle.values()) > 0
         conn = mysql_connect(database)
@@ -64,7 +67,10 @@ def test_it_produces_over_http_and_drains_with_sdk_consumer_processes(broker: Be
 def test_it_writes_the_table_and_charts(tmp_path) -> None:  # type: ignore[no-untyped-def]
     data = {"figures": {
         "mq_produce": summary([900, 1000, 1100]), "dblimit_insert": summary([3000, 3000, 3000]),
-        "mq_e2e": summary([2000, 2100, 2200]), "dblimit_claim_ack": summary([3000, 3100, 3200]),
+        "mq_e2e": {**summary([2000, 2100, 2200]), "cpu_us_per_message": {
+            "broker": summary([50, 50, 50]), "mariadb": summary([120, 130, 140])}},
+        "dblimit_claim_ack": {**summary([3000, 3100, 3200]), "cpu_us_per_message": {
+            "mariadb": summary([125, 125, 125]), "clients": summary([20, 20, 20])}},
         "celery_e2e": summary([500, 600, 700]),
         "mq_latency": {"p50": summary([5, 6, 7]), "p99": summary([20, 30, 40]),
                        "idle_db": {"insert_commit_p50_ms": summary([0.9, 1.0, 1.1]),
@@ -83,6 +89,9 @@ def test_it_writes_the_table_and_charts(tmp_path) -> None:  # type: ignore[no-un
     assert produce_row.endswith("**missed** |")  # 1,000 is below half of 3,000
     e2e_row = next(line for line in table.splitlines() if line.startswith("| end-to-end"))
     assert e2e_row.endswith("**met** |")
+    # the broker's CPU split beside its database limit's
+    assert ("| broker 50 (50-50); mariadb 130 (120-140) | DB limit: mariadb 125 (125-125), clients 20 (20-20);"
+            " 2 cores = 2,000,000 µs/s | info |") in table
     latency_row = next(line for line in table.splitlines() if line.startswith("| delivery latency p50"))
     assert latency_row.endswith("**missed** |")  # 6 ms is not below Celery's 4 ms
     assert "| one-row INSERT, committed 1.00 (0.90-1.10); SELECT 1 0.30 (0.30-0.30) |" in table
