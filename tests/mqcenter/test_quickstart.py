@@ -72,6 +72,26 @@ def test_runbroker_refuses_a_taken_port(tmp_path: Path) -> None:
     assert f"port {port} on 127.0.0.1 is not free" in done.stderr
 
 
+@pytest.mark.parametrize("command", ["quickstart", "runbroker"])
+@pytest.mark.parametrize("port", ["99999", "0", "http"])
+def test_a_port_outside_1_to_65535_is_refused_before_anything_starts(tmp_path: Path, command: str, port: str) -> None:
+    # The socket layer would listen on 99999 - 65536 (or any port, for 0) while every
+    # printed address named the given one.
+    done = subprocess.run(
+        [sys.executable, "manage.py", command, "--port", port],
+        cwd=ROOT,
+        env=_sqlite_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "MQ Center is ready." not in done.stdout
+    assert "argument --port: " in done.stderr and ("1-65535" in done.stderr or "not a port number" in done.stderr)
+    assert not list(tmp_path.glob("*.sqlite3"))  # nothing was set up
+
+
 def _printed_shell(out: str) -> str:
     """The printed lines to paste, as one shell script (their indentation taken away)."""
     block = out.split("  Paste into a shell (the README's lines):\n\n", 1)[1]

@@ -22,7 +22,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from mqcenter.management.commands.runbroker import port_problem
+from mqcenter.management.commands.runbroker import port_problem, tcp_port
 from topics.services import token_create
 
 READY_TIMEOUT_SECONDS = 120
@@ -65,7 +65,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--port", type=tcp_port, default=8000)
         parser.add_argument("--no-celery", action="store_true", help="run the broker alone")
         parser.add_argument("--setup-only", action="store_true", help="prepare, print, and exit")
 

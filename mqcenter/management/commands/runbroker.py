@@ -7,11 +7,24 @@ http://<host>:<port>) so clients can discover and fail over between brokers.
 
 from __future__ import annotations
 
+import argparse
 import os
 import socket
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+
+def tcp_port(text: str) -> int:
+    """`--port`'s type: 1-65535. The socket layer would take 99999 as 34463 (modulo 65536)
+    and 0 as any free port, and every address printed with the port would be wrong."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (1-65535)")
+    return port
 
 
 def port_problem(host: str, port: int) -> str | None:
@@ -37,7 +50,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--port", type=tcp_port, default=8000)
         parser.add_argument("--workers", type=int, default=1)
         parser.add_argument("--log-level", default="warning")
 
