@@ -49,12 +49,16 @@ def _parser() -> argparse.ArgumentParser:
 
     produce = commands.add_parser("produce", parents=[common], help="produce one message")
     produce.add_argument("topic")
-    produce.add_argument("data", nargs="?", help="JSON value (default: read from stdin)")
+    produce.add_argument(
+        "data", nargs="?", help="JSON value; a bare word goes as a string (default: read from stdin)"
+    )
     produce.add_argument("--group")
     produce.add_argument("--key")
     produce.add_argument("--delay", type=float, help="seconds before it is deliverable")
     produce.add_argument("--dedup-key")
-    produce.add_argument("--header", action="append", default=[], metavar="NAME=VALUE")
+    produce.add_argument(
+        "--header", action="append", default=[], type=_header, metavar="NAME=VALUE"
+    )
     produce.add_argument(
         "--broadcast", action="store_true", help="one copy per group (what no --group does)"
     )
@@ -67,7 +71,16 @@ def load_modules(names: Sequence[str]) -> None:
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     for name in names:
-        importlib.import_module(name)
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            # The module named on the command line (or its package): a usage error. A module
+            # that its own imports fail inside keeps its traceback: that is the app's bug.
+            if exc.name is None or not (name == exc.name or name.startswith(f"{exc.name}.")):
+                raise
+            raise cli_groups.UsageError(
+                f"no module named {exc.name!r}: run from the directory that holds it, or put it on PYTHONPATH"
+            ) from None
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -90,15 +103,30 @@ def _run(args: argparse.Namespace) -> int:
     return runner.run()
 
 
+def _header(text: str) -> tuple[str, str]:
+    name, equals, value = text.partition("=")
+    if not equals or not name:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    return name, value
+
+
+def _data(raw: str) -> Any:
+    """The message data: the JSON value given, or a bare word as a JSON string (``mqclient
+    produce orders hello``). Text that starts as JSON does (an object, an array, a quoted
+    string) but does not parse is refused: a typo must not go out as a string."""
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        if raw.lstrip()[:1] in ("{", "[", '"'):
+            raise cli_groups.UsageError(f"data is not valid JSON ({exc})") from None
+        return raw
+
+
 def _produce(args: argparse.Namespace) -> int:
     from mqclient.producer import Producer
 
-    raw = args.data if args.data is not None else sys.stdin.read()
-    try:
-        data: Any = json.loads(raw)
-    except ValueError:
-        data = raw  # a bare word is sent as a JSON string
-    headers = dict(item.split("=", 1) for item in args.header)
+    data = _data(args.data if args.data is not None else sys.stdin.read())
+    headers = dict(args.header)
     with Producer(brokers=args.brokers, token=args.token) as producer:
         if args.broadcast:
             copies = producer.broadcast(

@@ -32,10 +32,14 @@ def _subscribe(scenario: Scenario, *groups: str) -> None:
 
 def _cli(scenario: Scenario, *args: str) -> subprocess.CompletedProcess[str]:
     """``python -m mqclient groups ...`` in its own process, configured like an operator's shell."""
+    return _mqclient(scenario, "groups", *args)
+
+
+def _mqclient(scenario: Scenario, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MQ_")}
     env.update({"MQ_BROKERS": ",".join(scenario.brokers), "MQ_TOKEN": scenario.cluster.token})
     return subprocess.run(
-        [sys.executable, "-m", "mqclient", "groups", *args],
+        [sys.executable, "-m", "mqclient", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -153,6 +157,27 @@ def test_it_manages_groups_with_the_command_line(scenario: Scenario) -> None:
     assert _ok(_cli(scenario, "list", topic, "--json")) == []
     assert "not_found" in _refused(_cli(scenario, "show", topic, "audit"))
     assert scenario.admin.messages(topic, group="audit", status="NEW") == []
+
+
+def test_it_produces_from_the_command_line(scenario: Scenario) -> None:
+    _subscribe(scenario, "billing")
+    topic = scenario.topic
+    sent = _mqclient(scenario, "produce", topic, '{"id": 7}', "--header", "source=cli=1")
+    assert sent.returncode == 0, sent.stderr
+    [copy] = [json.loads(line) for line in sent.stdout.splitlines()]
+    word = _mqclient(scenario, "produce", topic, "hello", "--group", "billing")
+    assert word.returncode == 0, word.stderr
+    stored = {m["id"]: m for m in scenario.admin.messages(topic)}
+    assert (stored[copy["id"]]["data"], stored[copy["id"]]["headers"]) == ({"id": 7}, {"source": "cli=1"})
+    assert [m["data"] for m in stored.values() if m["id"] != copy["id"]] == ["hello"]
+
+    # Refused before anything is sent: JSON with a typo, a header without a name or "=".
+    assert "data is not valid JSON" in _refused(_mqclient(scenario, "produce", topic, "{id: 7}"))
+    assert "data is not valid JSON" in _refused(_mqclient(scenario, "produce", topic, '["a",]'))
+    for header in ("source", "=cli"):
+        bad = _mqclient(scenario, "produce", topic, "{}", "--header", header)
+        assert bad.returncode == 2 and "is not NAME=VALUE" in bad.stderr and "Traceback" not in bad.stderr
+    assert len(scenario.admin.messages(topic)) == 2
 
 
 def test_it_creates_a_missing_topic_and_its_group_from_start_only_once(scenario: Scenario) -> None:

@@ -154,3 +154,23 @@ def test_a_heartbeat_adopts_the_registry_broker_list() -> None:
         }
     finally:
         broker.stop()
+
+
+def test_run_names_a_missing_module_in_one_line_and_keeps_an_apps_own_import_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+    import sys
+
+    (tmp_path / "broken_app.py").write_text("import a_package_nobody_installed\n")
+    env = {"PATH": "/usr/bin:/bin", "MQ_BROKERS": "http://127.0.0.1:1", "MQ_TOKEN": "t"}
+
+    def run(module: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "mqclient", "run", module], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=60, check=False)
+
+    missing = run("myapp.consumers")
+    assert missing.returncode == 2
+    assert missing.stderr.strip().splitlines() == [
+        "mqclient: no module named 'myapp': run from the directory that holds it, or put it on PYTHONPATH"]
+    broken = run("broken_app")  # found, but its own import fails: the app's bug, shown whole
+    assert broken.returncode == 1
+    assert "Traceback" in broken.stderr and "No module named 'a_package_nobody_installed'" in broken.stderr
