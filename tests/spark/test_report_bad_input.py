@@ -79,6 +79,19 @@ def test_a_missing_jdbc_jar_fails_the_run_with_the_reason(report_config: Any, mo
     assert "the MariaDB JDBC driver is not at /nonexistent/mariadb-java-client.jar" in run.error
 
 
+def test_the_daily_report_is_skipped_with_the_reason_where_reports_cannot_run(monkeypatch: Any) -> None:
+    from messages.maintenance.models import MaintenanceRun
+    from reports.tasks import report_heap_daily_task
+
+    monkeypatch.setenv("MQ_JDBC_JAR", "/nonexistent/mariadb-java-client.jar")
+    runs = ReportRun.objects.count()
+    result = report_heap_daily_task.apply().get()
+    assert "the MariaDB JDBC driver is not at /nonexistent/mariadb-java-client.jar" in result["skipped"]
+    assert ReportRun.objects.count() == runs  # no failed run a day on the reports page
+    job = MaintenanceRun.objects.get(job="reports")
+    assert (job.outcome, job.last_result) == (MaintenanceRun.Outcome.OK, result)
+
+
 def test_a_run_past_its_time_limit_is_cancelled_and_recorded(report_config: Any) -> None:
     run = report_run_create(kind="heap", since=SINCE, until=UNTIL, enqueue=False)
     started = time.monotonic()
