@@ -88,7 +88,7 @@ def no_fields(body: Any) -> None:
 
 def name(value: Any, field: str) -> str:
     if not isinstance(value, str) or not NAME_RE.match(value):
-        raise _fail(field, "must match ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$.")
+        raise _fail(field, "is required." if value is None else "must match ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$.")
     return value
 
 
@@ -242,7 +242,9 @@ def _expiry(
     now = timezone.now()
     field = f"{path}.ttl_seconds" if ttl is not None else f"{path}.expires_at"
     expiry = now + timedelta(seconds=ttl) if ttl is not None else expires_at
-    if ttl == 0 or expiry <= now:  # type: ignore[operator]
+    if ttl == 0:
+        raise _fail(field, "must be more than 0 seconds.")
+    if expiry <= now:  # type: ignore[operator]
         raise _fail(field, "must lie in the future.")
     if expiry <= (effect_time or now + timedelta(seconds=delay or 0)):  # type: ignore[operator]
         raise _fail(field, "must end after the message comes due (effect_time / delay_seconds).")

@@ -127,7 +127,7 @@ def mq_error_from(exc: BaseException) -> MQError | None:
         details = {"field": field} if field else {}
         return InvalidRequest(f"{field}: {message}" if field else message, details=details)
     if isinstance(exc, drf.ParseError):
-        return InvalidRequest(f"Malformed JSON body: {exc.detail}")
+        return InvalidRequest(str(exc.detail))  # the parser says what is wrong with the body
     if isinstance(exc, drf.NotAuthenticated | drf.AuthenticationFailed):
         return Unauthenticated(str(exc.detail))
     if isinstance(exc, drf.PermissionDenied | DjangoPermissionDenied):

@@ -191,3 +191,15 @@ def test_it_refuses_a_bad_expiry_and_stores_nothing(
         producer_api.post("/api/v1/messages", {"messages": items}), 400, "invalid_request", field
     )
     assert Message.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"ttl_seconds": 0}, "messages[0].ttl_seconds: must be more than 0 seconds."),
+        ({"expires_at": "2001-01-01T00:00:00Z"}, "messages[0].expires_at: must lie in the future."),
+    ],
+)
+def test_a_refused_expiry_says_what_is_wrong_with_it(producer_api: Api, fields: dict[str, Any], message: str) -> None:
+    answer = producer_api.post("/api/v1/messages", {"messages": [{"topic": "orders", "data": 0, **fields}]})
+    assert expect_error(answer, 400, "invalid_request")["message"] == message

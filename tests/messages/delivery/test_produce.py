@@ -135,6 +135,18 @@ def test_it_refuses_a_batch_with_one_bad_item_and_stores_nothing(producer_api, b
     assert MessageTrace.objects.count() == 0
 
 
+def test_a_missing_topic_is_called_required_and_a_bad_one_names_the_rule(producer_api):
+    missing = producer_api.post("/api/v1/messages", {"messages": [{"data": 1}]}).json()["error"]
+    assert missing["message"] == "messages[0].topic: is required."
+    bad = producer_api.post("/api/v1/messages", {"messages": [{"topic": "a b", "data": 1}]}).json()["error"]
+    assert bad["message"].startswith("messages[0].topic: must match ^[A-Za-z0-9]")
+
+
+def test_a_body_that_is_not_json_is_refused_in_one_plain_sentence(producer_api):
+    error = expect_error(producer_api.post("/api/v1/messages", raw=b'{"messages": ['), 400, "invalid_request")
+    assert error["message"] == "The body is not valid JSON: Expecting value: line 1 column 15 (char 14)"
+
+
 @pytest.mark.parametrize("body", [{}, {"messages": []}, {"messages": {}}, [], {"messages": None}])
 def test_it_refuses_a_body_without_messages(producer_api, body):
     expect_error(producer_api.post("/api/v1/messages", body), 400, "invalid_request", "messages" if isinstance(body, dict) else "")
