@@ -136,6 +136,13 @@ class CpuMeter:
                 / os.sysconf("SC_CLK_TCK") for part, find in self.parts.items()}
 
 
+def cpu_split(figure: dict[str, Any] | None, fmt: Callable[[Any], str], separator: str = "; ") -> str:
+    """A figure's CPU µs per message by part ("where the CPU goes"), "" when not measured."""
+    if not figure or not figure.get("cpu_us_per_message"):
+        return ""
+    return separator.join(f"{part} {fmt(value)}" for part, value in figure["cpu_us_per_message"].items())
+
+
 def pids_named(name: str) -> list[int]:
     """Processes whose command name is `name` (e.g. the database server)."""
     found = []

@@ -102,7 +102,7 @@ def _insert_worker(database: str, count: int, start_at: float, out: Any, release
         conn.commit()
         done += n
     out.put(((began, time.time(), count), time.process_time() - cpu))
-    release.wait(60)
+    release.wait(RELEASE_SECONDS)
     conn.close()
 
 
@@ -161,7 +161,7 @@ def _claim_worker(database: str, traces: bool, start_at: float, out: Any, releas
         _retried(ack, conn, consumer, rows, traces=traces)
         processed += len(rows)
     out.put(((began, time.time(), processed), time.process_time() - cpu))
-    release.wait(60)
+    release.wait(RELEASE_SECONDS)
     conn.close()
 
 
@@ -188,6 +188,11 @@ def _retried(step: Any, conn: Any, *args: Any, **kwargs: Any) -> Any:
             if not _retryable(exc) or attempt == 4:
                 raise
     raise AssertionError("unreachable")
+
+
+# How long a worker that is done keeps its connection for the parent's CPU reading (`_run`):
+# the parent releases them all once the last is done, so this only bounds a parent that died.
+RELEASE_SECONDS = 3600
 
 
 class Spans(NamedTuple):

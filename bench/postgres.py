@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.common import cpu_split
+
 Row = tuple[str, str, str, str, str]  # figure, MQ Center, baseline, target, verdict
 
 
@@ -38,17 +40,13 @@ def postgres_rows(f: dict[str, Any], fmt: Any, ratio: Any, verdict: Any) -> list
                 verdict(r >= 0.5 if r else None),
             )
         )
-    for name, limit, what in (("mq_produce_pg", "dblimit_insert_pg", "a produce"),
-                              ("mq_e2e_pg", "dblimit_claim_ack_pg", "end to end")):
-        split, baseline = cpu_split(f.get(name), fmt), cpu_split(f.get(limit), fmt, ", ")
+    # End to end beside the limit that does the broker's trace work too, when it was measured.
+    for name, limits, what in (("mq_produce_pg", ("dblimit_insert_pg",), "a produce"),
+                               ("mq_e2e_pg", ("dblimit_claim_ack_with_traces_pg", "dblimit_claim_ack_pg"), "end to end")):
+        limit = next((f[key] for key in limits if f.get(key)), None)
+        split, baseline = cpu_split(f.get(name), fmt), cpu_split(limit, fmt, ", ")
         if split or baseline:
             rows.append((f"  where the CPU goes on PostgreSQL ({what}), µs per message", split or "—",
                          f"PostgreSQL limit: {baseline}" if baseline else "", "info", ""))
     return rows
 
-
-def cpu_split(figure: dict[str, Any] | None, fmt: Any, separator: str = "; ") -> str:
-    """A figure's CPU µs per message by part ("where the CPU goes"), "" when not measured."""
-    if not figure or not figure.get("cpu_us_per_message"):
-        return ""
-    return separator.join(f"{part} {fmt(value)}" for part, value in figure["cpu_us_per_message"].items())

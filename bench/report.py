@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS_DIR
-from bench.postgres import cpu_split, postgres_rows
+from bench.common import RESULTS_DIR, cpu_split
+from bench.postgres import postgres_rows
 
 
 def _fmt(fig: dict[str, Any] | None, digits: int = 0) -> str:
@@ -57,7 +57,8 @@ def _fanout_rows(f: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
     return rows
 
 
-def _cpu_rows(figure: dict[str, Any] | None, limit: dict[str, Any] | None) -> list[tuple[str, str, str, str, str]]:
+def _cpu_rows(figure: dict[str, Any] | None, limit: dict[str, Any] | None,
+              limit_name: str = "DB limit") -> list[tuple[str, str, str, str, str]]:
     """Where a throughput figure's CPU went, and its database limit's, when they measured
     that. Side by side they show what the broker adds: the database's part of a figure
     against the same statements' cost without a broker."""
@@ -65,7 +66,7 @@ def _cpu_rows(figure: dict[str, Any] | None, limit: dict[str, Any] | None) -> li
     if not split and not baseline:
         return []
     return [("  where the CPU goes, µs per message", split or "—",
-             (f"DB limit: {baseline}; " if baseline else "") + "2 cores = 2,000,000 µs/s", "info", "")]
+             (f"{limit_name}: {baseline}; " if baseline else "") + "2 cores = 2,000,000 µs/s", "info", "")]
 
 
 def table(data: dict[str, Any]) -> str:
@@ -100,7 +101,8 @@ def table(data: dict[str, Any]) -> str:
     http = f.get("mq_http_pull_ack")
     if http:
         rows.append(("  HTTP pull 100 + ack 100, 4 threads (no SDK)", _fmt(http), "", "info", ""))
-    rows += _cpu_rows(mq, db)
+    # beside the limit that also does the broker's trace work, when it was measured
+    rows += _cpu_rows(mq, dbt or db, "DB limit + traces" if dbt else "DB limit")
 
     rows += postgres_rows(f, _fmt, _ratio, _verdict)
     rows += _fanout_rows(f)

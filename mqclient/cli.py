@@ -114,6 +114,8 @@ def _data(raw: str) -> Any:
     """The message data: the JSON value given, or a bare word as a JSON string (``mqclient
     produce orders hello``). Text that starts as JSON does (an object, an array, a quoted
     string) but does not parse is refused: a typo must not go out as a string."""
+    if not raw.strip():
+        raise cli_groups.UsageError("no data given: pass a JSON value, or pipe one to stdin")
     try:
         return json.loads(raw)
     except ValueError as exc:
@@ -125,7 +127,8 @@ def _data(raw: str) -> Any:
 def _produce(args: argparse.Namespace) -> int:
     from mqclient.producer import Producer
 
-    data = _data(args.data if args.data is not None else sys.stdin.read())
+    # From stdin without the line break `echo` ends it with.
+    data = _data(args.data if args.data is not None else sys.stdin.read().rstrip("\r\n"))
     headers = dict(args.header)
     with Producer(brokers=args.brokers, token=args.token) as producer:
         if args.broadcast:

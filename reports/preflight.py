@@ -22,20 +22,28 @@ CONNECT_TIMEOUT = 3.0
 
 def report_requirements_missing() -> list[str]:
     """What this installation lacks to run reports at all (none: it can)."""
-    problems = []
-    if importlib.util.find_spec("pyspark") is None:
-        problems.append("PySpark is not installed: pip install -e '.[spark]' (PySpark 4.0 and matplotlib)")
+    problems = reports_not_set_up()
     if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
         problems.append("Java is not installed (Spark needs Java 17; set JAVA_HOME or put java on the PATH)")
-    if not settings.MQ_REPORT_JDBC_URL and connections["default"].vendor != "mysql":
-        problems.append(
-            "the reports read MySQL/MariaDB over JDBC, and this installation runs on "
-            f"{connections['default'].vendor}: set DATABASE_URL=mysql://... or MQ_REPORT_JDBC_URL"
-        )
     jar = jdbc_jar()
     if "://" not in jar and not os.path.isfile(jar):
         problems.append(
             f"the MariaDB JDBC driver is not at {jar}: install libmariadb-java (Debian) or set MQ_JDBC_JAR"
+        )
+    return problems
+
+
+def reports_not_set_up() -> list[str]:
+    """Why this installation was never set up for reports: PySpark not installed, or no
+    MySQL/MariaDB to read (the quick start on SQLite). Unlike a missing Java or JDBC driver on
+    an installation that has both, that is a choice, not a breakage."""
+    problems = []
+    if importlib.util.find_spec("pyspark") is None:
+        problems.append("PySpark is not installed: pip install -e '.[spark]' (PySpark 4.0 and matplotlib)")
+    if not settings.MQ_REPORT_JDBC_URL and connections["default"].vendor != "mysql":
+        problems.append(
+            "the reports read MySQL/MariaDB over JDBC, and this installation runs on "
+            f"{connections['default'].vendor}: set DATABASE_URL=mysql://... or MQ_REPORT_JDBC_URL"
         )
     return problems
 

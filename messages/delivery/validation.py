@@ -88,7 +88,7 @@ def no_fields(body: Any) -> None:
 
 def name(value: Any, field: str) -> str:
     if not isinstance(value, str) or not NAME_RE.match(value):
-        raise _fail(field, "is required." if value is None else "must match ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$.")
+        raise _fail(field, "is required." if value in (None, "") else "must match ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$.")
     return value
 
 

@@ -41,8 +41,10 @@ def test_it_measures_postgresql_against_its_own_limit(tmp_path: Path) -> None:
     for name in ("dblimit_insert_pg", "dblimit_claim_ack_pg", "mq_produce_pg"):
         assert figures[name]["database"] == "postgres" and figures[name]["median"] > 0, name
     assert "mq_produce" not in figures and "dblimit_insert" not in figures  # MariaDB's stay apart
-    # PostgreSQL's backends are counted while the limit's clients still hold their connections
-    assert figures["dblimit_claim_ack_pg"]["cpu_us_per_message"]["postgresql"]["median"] > 0
+    # where the limit's CPU went: the server's part (at toy sizes a clock tick is ~25 µs a
+    # message, so only its presence is checked) and the clients' (per-process CPU clocks)
+    split = figures["dblimit_claim_ack_pg"]["cpu_us_per_message"]
+    assert set(split) == {"postgresql", "clients"} and split["clients"]["median"] > 0
     table = (tmp_path / "results.md").read_text()
     assert "produce throughput on PostgreSQL, msg/s" in table and "PostgreSQL limit insert" in table
 

@@ -66,11 +66,16 @@ def test_it_produces_over_http_and_drains_with_sdk_consumer_processes(broker: Be
 
 def test_it_writes_the_table_and_charts(tmp_path) -> None:  # type: ignore[no-untyped-def]
     data = {"figures": {
-        "mq_produce": summary([900, 1000, 1100]), "dblimit_insert": summary([3000, 3000, 3000]),
+        "mq_produce": summary([900, 1000, 1100]),
         "mq_e2e": {**summary([2000, 2100, 2200]), "cpu_us_per_message": {
             "broker": summary([50, 50, 50]), "mariadb": summary([120, 130, 140])}},
         "dblimit_claim_ack": {**summary([3000, 3100, 3200]), "cpu_us_per_message": {
             "mariadb": summary([125, 125, 125]), "clients": summary([20, 20, 20])}},
+        # the broker's trace work too: the like-for-like split for end to end
+        "dblimit_claim_ack_with_traces": {**summary([2900, 3000, 3100]), "cpu_us_per_message": {
+            "mariadb": summary([128, 128, 128]), "clients": summary([21, 21, 21])}},
+        "dblimit_insert": {**summary([3000, 3000, 3000]), "cpu_us_per_message": {
+            "mariadb": summary([30, 30, 30]), "clients": summary([25, 25, 25])}},
         "celery_e2e": summary([500, 600, 700]),
         "mq_latency": {"p50": summary([5, 6, 7]), "p99": summary([20, 30, 40]),
                        "idle_db": {"insert_commit_p50_ms": summary([0.9, 1.0, 1.1]),
@@ -90,8 +95,9 @@ def test_it_writes_the_table_and_charts(tmp_path) -> None:  # type: ignore[no-un
     e2e_row = next(line for line in table.splitlines() if line.startswith("| end-to-end"))
     assert e2e_row.endswith("**met** |")
     # the broker's CPU split beside its database limit's
-    assert ("| broker 50 (50-50); mariadb 130 (120-140) | DB limit: mariadb 125 (125-125), clients 20 (20-20);"
-            " 2 cores = 2,000,000 µs/s | info |") in table
+    assert ("| broker 50 (50-50); mariadb 130 (120-140) | DB limit + traces: mariadb 128 (128-128), clients 21"
+            " (21-21); 2 cores = 2,000,000 µs/s | info |") in table
+    assert "| — | DB limit: mariadb 30 (30-30), clients 25 (25-25); 2 cores = 2,000,000 µs/s | info |" in table
     latency_row = next(line for line in table.splitlines() if line.startswith("| delivery latency p50"))
     assert latency_row.endswith("**missed** |")  # 6 ms is not below Celery's 4 ms
     assert "| one-row INSERT, committed 1.00 (0.90-1.10); SELECT 1 0.30 (0.30-0.30) |" in table

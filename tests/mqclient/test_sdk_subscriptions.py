@@ -35,11 +35,12 @@ def _cli(scenario: Scenario, *args: str) -> subprocess.CompletedProcess[str]:
     return _mqclient(scenario, "groups", *args)
 
 
-def _mqclient(scenario: Scenario, *args: str) -> subprocess.CompletedProcess[str]:
+def _mqclient(scenario: Scenario, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MQ_")}
     env.update({"MQ_BROKERS": ",".join(scenario.brokers), "MQ_TOKEN": scenario.cluster.token})
     return subprocess.run(
         [sys.executable, "-m", "mqclient", *args],
+        input=stdin,
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -165,7 +166,7 @@ def test_it_produces_from_the_command_line(scenario: Scenario) -> None:
     sent = _mqclient(scenario, "produce", topic, '{"id": 7}', "--header", "source=cli=1")
     assert sent.returncode == 0, sent.stderr
     [copy] = [json.loads(line) for line in sent.stdout.splitlines()]
-    word = _mqclient(scenario, "produce", topic, "hello", "--group", "billing")
+    word = _mqclient(scenario, "produce", topic, "--group", "billing", stdin="hello\n")
     assert word.returncode == 0, word.stderr
     stored = {m["id"]: m for m in scenario.admin.messages(topic)}
     assert (stored[copy["id"]]["data"], stored[copy["id"]]["headers"]) == ({"id": 7}, {"source": "cli=1"})
@@ -174,6 +175,7 @@ def test_it_produces_from_the_command_line(scenario: Scenario) -> None:
     # Refused before anything is sent: JSON with a typo, a header without a name or "=".
     assert "data is not valid JSON" in _refused(_mqclient(scenario, "produce", topic, "{id: 7}"))
     assert "data is not valid JSON" in _refused(_mqclient(scenario, "produce", topic, '["a",]'))
+    assert "no data given" in _refused(_mqclient(scenario, "produce", topic, stdin=""))
     for header in ("source", "=cli"):
         bad = _mqclient(scenario, "produce", topic, "{}", "--header", header)
         assert bad.returncode == 2 and "is not NAME=VALUE" in bad.stderr and "Traceback" not in bad.stderr
