@@ -39,18 +39,22 @@ def _taken_port() -> tuple[socket.socket, int]:
     return holder, holder.getsockname()[1]
 
 
+def _manage(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=_sqlite_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 def test_it_refuses_a_taken_port_before_saying_ready(tmp_path: Path) -> None:
     holder, port = _taken_port()
     with holder:
-        done = subprocess.run(
-            [sys.executable, "manage.py", "quickstart", "--no-celery", "--port", str(port)],
-            cwd=ROOT,
-            env=_sqlite_env(tmp_path),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        done = _manage(tmp_path, "quickstart", "--no-celery", "--port", str(port))
     assert done.returncode != 0
     assert "MQ Center is ready." not in done.stdout
     assert f"port {port} on 127.0.0.1 is not free" in done.stderr
@@ -59,15 +63,7 @@ def test_it_refuses_a_taken_port_before_saying_ready(tmp_path: Path) -> None:
 def test_runbroker_refuses_a_taken_port(tmp_path: Path) -> None:
     holder, port = _taken_port()
     with holder:
-        done = subprocess.run(
-            [sys.executable, "manage.py", "runbroker", "--port", str(port)],
-            cwd=ROOT,
-            env=_sqlite_env(tmp_path),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        done = _manage(tmp_path, "runbroker", "--port", str(port))
     assert done.returncode != 0
     assert f"port {port} on 127.0.0.1 is not free" in done.stderr
 
@@ -77,15 +73,7 @@ def test_runbroker_refuses_a_taken_port(tmp_path: Path) -> None:
 def test_a_port_outside_1_to_65535_is_refused_before_anything_starts(tmp_path: Path, command: str, port: str) -> None:
     # The socket layer would listen on 99999 - 65536 (or any port, for 0) while every
     # printed address named the given one.
-    done = subprocess.run(
-        [sys.executable, "manage.py", command, "--port", port],
-        cwd=ROOT,
-        env=_sqlite_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _manage(tmp_path, command, "--port", port)
     assert done.returncode == 2
     assert "MQ Center is ready." not in done.stdout
     assert "argument --port: " in done.stderr and ("1-65535" in done.stderr or "not a port number" in done.stderr)
