@@ -49,4 +49,3 @@ def postgres_rows(f: dict[str, Any], fmt: Any, ratio: Any, verdict: Any) -> list
             rows.append((f"  where the CPU goes on PostgreSQL ({what}), µs per message", split or "—",
                          f"PostgreSQL limit: {baseline}" if baseline else "", "info", ""))
     return rows
-

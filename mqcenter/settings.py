@@ -280,6 +280,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MQ_MAX_BODY_BYTES", 16 * 1024 * 1024)
 # was supplied" on every connection a worker or beat opens.
 EMBEDDED_CELERY_URL = "filesystem://localhost/"
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or REDIS_URL or EMBEDDED_CELERY_URL
+_FILESYSTEM_TRANSPORT = CELERY_BROKER_URL.startswith("filesystem://")
 CELERY_BROKER_TRANSPORT_OPTIONS = (
     {
         "data_folder_in": str(VAR_DIR / "celery" / "queue"),
@@ -289,10 +290,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
         "control_folder": str(VAR_DIR / "celery" / "control"),
         "store_processed": False,
     }
-    if CELERY_BROKER_URL.startswith("filesystem://")
+    if _FILESYSTEM_TRANSPORT
     else {}
 )
-if CELERY_BROKER_URL.startswith("filesystem://"):
+if _FILESYSTEM_TRANSPORT:
     for _folder in ("queue", "processed", "control"):
         (VAR_DIR / "celery" / _folder).mkdir(parents=True, exist_ok=True)
 CELERY_RESULT_BACKEND = None

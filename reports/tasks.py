@@ -11,8 +11,7 @@ from django.conf import settings
 
 from messages.maintenance.runs import maintenance_run
 from reports.checks import report_mail_links_check
-from reports.preflight import reports_not_set_up
-from reports.services import report_run_create, report_run_execute
+from reports.services import report_heap_daily, report_run_execute
 
 logger = logging.getLogger(__name__)
 
@@ -34,20 +33,7 @@ def report_run_task(run_id: int) -> None:
 def report_heap_daily_task() -> dict[str, Any]:
     """The scheduled heap report (last 24 hours), e-mailed when done; its runs are shown
     with the maintenance jobs."""
-    return maintenance_run(job="reports", work=_heap_daily)
-
-
-def _heap_daily() -> dict[str, Any]:
-    # An installation never set up for reports (no PySpark, or SQLite as in the quick start)
-    # skips the scheduled run: the reports page says what it lacks, and a failed run a day
-    # would call "broken" a part that was never installed. Where they were set up, a missing
-    # part (Java, the JDBC driver) fails the run with the reason, to be seen and fixed.
-    not_set_up = reports_not_set_up()
-    if not_set_up:
-        return {"skipped": "; ".join(not_set_up)}
-    run = report_run_create(kind="heap", actor="schedule", enqueue=False)
-    report_run_execute(run_id=run.id)
-    return {"report_run": run.id}
+    return maintenance_run(job="reports", work=report_heap_daily)
 
 
 @worker_ready.connect
